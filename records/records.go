@@ -1,0 +1,131 @@
+// Package records defines what gpubot keeps durably: requests and their
+// life, the audit log, usage history and chat thread references. It holds
+// plain data types and their small invariants only; package store persists
+// them and package commands changes them.
+package records
+
+import "time"
+
+// State is where a request is in its life.
+type State string
+
+// Request states. A request moves
+//
+//	awaiting-approval → queued → running → finished
+//	                 ↘ denied   ↘ cancelled
+//
+// and from running back to queued when preempted. finished covers
+// completion, release and the end of the requested time.
+const (
+	StateAwaitingApproval State = "awaiting-approval"
+	StateQueued           State = "queued"
+	StateRunning          State = "running"
+	StateFinished         State = "finished"
+	StateCancelled        State = "cancelled"
+	StateDenied           State = "denied"
+	// StateLost marks a request whose workload disappeared from the
+	// cluster without gpubot seeing it finish.
+	StateLost State = "lost"
+)
+
+// Final reports whether no further change can happen to a request in s.
+func (s State) Final() bool {
+	switch s {
+	case StateFinished, StateCancelled, StateDenied, StateLost:
+		return true
+	}
+	return false
+}
+
+// Request is one /gpu request and everything gpubot knows about it.
+type Request struct {
+	ID        string        `json:"id"`
+	Requester string        `json:"requester"` // person name
+	Team      string        `json:"team"`
+	GPUs      int           `json:"gpus"`
+	Flavor    string        `json:"flavor,omitempty"` // as asked; "" = any of the team's
+	Priority  string        `json:"priority"`
+	Duration  time.Duration `json:"duration"` // requested, including extensions
+	Topology  string        `json:"topology,omitempty"`
+	Template  string        `json:"template,omitempty"`
+	Reason    string        `json:"reason,omitempty"`
+	Channel   string        `json:"channel,omitempty"` // where the card lives
+	Origin    string        `json:"origin,omitempty"`  // "chat" or "seed"
+
+	State     State     `json:"state"`
+	CreatedAt time.Time `json:"createdAt"`
+	// SubmittedAt is when the workload went to the cluster (after approval).
+	SubmittedAt time.Time `json:"submittedAt,omitempty"`
+	AdmittedAt  time.Time `json:"admittedAt,omitempty"`
+	EndedAt     time.Time `json:"endedAt,omitempty"`
+	// Placement: flavor and nodes of the current (or last) admission.
+	AdmittedFlavor string   `json:"admittedFlavor,omitempty"`
+	Nodes          []string `json:"nodes,omitempty"`
+	EndReason      string   `json:"endReason,omitempty"` // completed, released, time limit, cancelled…
+
+	ApprovedBy string `json:"approvedBy,omitempty"`
+	DeniedBy   string `json:"deniedBy,omitempty"`
+	DenyReason string `json:"denyReason,omitempty"`
+	// Approval lists why approval was needed.
+	Approval []string `json:"approval,omitempty"`
+
+	Preemptions int `json:"preemptions,omitempty"`
+	// Estimate is the last start estimate posted; First is the first one,
+	// kept to score estimates against what happened.
+	Estimate      *Estimate `json:"estimate,omitempty"`
+	FirstEstimate *Estimate `json:"firstEstimate,omitempty"`
+	EndWarned     bool      `json:"endWarned,omitempty"`
+}
+
+// Estimate is a start-time estimate as it was posted.
+type Estimate struct {
+	At       time.Time `json:"at"` // when it was made
+	Earliest time.Time `json:"earliest"`
+	Latest   time.Time `json:"latest"`
+	Known    bool      `json:"known"`
+	Position int       `json:"position"`
+	Reason   string    `json:"reason"`
+}
+
+// AuditEntry is one line of the append-only audit log.
+type AuditEntry struct {
+	Seq     uint64    `json:"seq"` // assigned by the store
+	At      time.Time `json:"at"`
+	Actor   string    `json:"actor"`  // person name, chat ID if unknown, or "gpubot"
+	Action  string    `json:"action"` // verb or button, e.g. "request", "approve"
+	Target  string    `json:"target,omitempty"`
+	Outcome string    `json:"outcome"` // "ok", "refused", "invalid", "error"
+	Detail  string    `json:"detail,omitempty"`
+}
+
+// UsageRecord is a finished stretch of GPU use by one request.
+type UsageRecord struct {
+	Request   string    `json:"request"`
+	Team      string    `json:"team"`
+	Requester string    `json:"requester"`
+	Flavor    string    `json:"flavor"`
+	GPUs      int       `json:"gpus"`
+	Start     time.Time `json:"start"`
+	End       time.Time `json:"end"`
+}
+
+// GPUHours is the record's GPU-hours within [from, to).
+func (u UsageRecord) GPUHours(from, to time.Time) float64 {
+	s, e := u.Start, u.End
+	if s.Before(from) {
+		s = from
+	}
+	if e.After(to) {
+		e = to
+	}
+	if !e.After(s) {
+		return 0
+	}
+	return float64(u.GPUs) * e.Sub(s).Hours()
+}
+
+// Thread is where a request's card and thread live in a chat.
+type Thread struct {
+	Channel string `json:"channel"`
+	TS      string `json:"ts"`
+}

@@ -1,0 +1,87 @@
+// Package store keeps gpubot's durable state in one bbolt file: requests,
+// chat threads, the audit log, usage history, dedupe keys for chat
+// deliveries and named state blobs. It is the only package that imports
+// bbolt; the rest of gpubot sees plain records types and the small
+// interfaces it declares for itself (package commands' RequestStore,
+// AuditLog, …), which *DB satisfies.
+//
+// # Basics
+//
+// Open the file once per process and share the *DB between goroutines:
+//
+//	db, err := store.Open(filepath.Join(dataDir, "gpubot.db"))
+//	if err != nil {
+//		return err // errors.Is(err, store.ErrLocked): another gpubot runs
+//	}
+//	defer db.Close()
+//
+// Every method that reads or writes records takes a context, checks it
+// (returning ctx.Err() as is) and then runs exactly one bbolt transaction: writes are all or nothing, and a
+// method that returns nil has made its change durable, because bbolt
+// fsyncs the file on each commit. Several changes that must land together
+// go through one call (SaveRequests, UpdateState).
+//
+// Errors say what was being done ("saving request r7: …") and wrap the
+// sentinels ErrNotFound, ErrLocked, ErrSchema, ErrClosed and ErrCorrupt;
+// test them with errors.Is. A stored value that does not decode is
+// reported as ErrCorrupt with its bucket and key; it never panics.
+//
+// Values come back as fresh copies: nothing returned points into bbolt's
+// memory map, which is only valid inside a transaction.
+//
+// The file holds these top-level buckets:
+//
+//	meta           "schema": the schema version, in decimal; "usage-max-span":
+//	               the longest usage record ever appended (bounds usage scans)
+//	requests       request ID → records.Request as JSON. The bucket's bbolt
+//	               sequence is the counter behind NextRequestID.
+//	audit          8-byte big-endian sequence (1, 2, …) → records.AuditEntry
+//	               as JSON. Append-only; the bucket sequence is the last one.
+//	usage          8-byte big-endian End (unix nanoseconds) + request ID →
+//	               records.UsageRecord as JSON, so scans by time are cheap.
+//	usage-index    8-byte Start + request ID → key in usage; makes
+//	               AppendUsage idempotent per (Request, Start).
+//	threads        request ID → records.Thread as JSON
+//	dedupe         delivery key → 8-byte big-endian expiry (unix nanoseconds)
+//	dedupe-expiry  8-byte expiry + delivery key → nothing; oldest first, for
+//	               pruning
+//	state          name → opaque blob (for example the simulated cluster)
+//
+// # Caveats
+//
+// One process at a time. bbolt takes an exclusive flock on the file, so a
+// second gpubot (or a second Open in the same process) waits up to the
+// lock timeout and fails with ErrLocked. Run one replica per volume; on
+// Kubernetes use a ReadWriteOnce volume and the Recreate strategy so the
+// old pod lets go before the new one opens the file. flock is advisory and
+// unreliable on some network file systems: keep the file on a local disk
+// or a block volume.
+//
+// Writes are serialised. bbolt has one writer at a time and each commit
+// costs an fsync (about 0.3 ms per write on the development machine's
+// local disk, far more on network disks), so the store suits gpubot's rate
+// of decisions, not bulk import.
+// Readers run alongside the writer and see a consistent snapshot.
+// UpdateState's callback runs inside the write transaction: it must be
+// quick and must not call the store, or it deadlocks.
+//
+// Schema versions. The file records the version of its layout. Open
+// writes the current version into a new file and refuses, with ErrSchema
+// naming both versions, a file with a newer version (written by a newer
+// gpubot: downgrades fail loudly instead of misreading data), an
+// unreadable one, or a non-empty bbolt file without one (not gpubot's).
+// The version changes only when a key or value changes meaning; adding an
+// optional JSON field to a record does not change it, since old builds
+// ignore unknown fields and new builds read missing ones as zero. When it
+// changes, Open will migrate older files forward in its single opening
+// transaction. Version 1 is the first, so no migration exists yet.
+//
+// Time is an input. Nothing here reads the clock: audit entries carry
+// the caller's At, Seen takes now. Times used in keys (usage End and
+// Start, dedupe expiries) must lie between 1970 and 2262, the range of
+// int64 unix nanoseconds.
+//
+// The file only grows. bbolt reuses freed pages but never shrinks the
+// file; the audit log and usage history are kept forever. Dedupe keys are
+// the exception: every Seen call prunes up to 64 expired ones.
+package store

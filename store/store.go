@@ -1,0 +1,179 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+)
+
+// Errors reported by the store. Compare with errors.Is: the store wraps
+// them with what it was doing.
+var (
+	// ErrNotFound is returned by the getters when there is no such record.
+	ErrNotFound = errors.New("not found")
+
+	// ErrLocked is returned by Open when another process (or another DB
+	// value in this process) holds the file and does not let go within
+	// the lock timeout.
+	ErrLocked = errors.New("in use by another gpubot process")
+
+	// ErrSchema is returned by Open when the file was written with a
+	// schema version this build does not know: a newer gpubot, or not
+	// gpubot at all. The message names both versions.
+	ErrSchema = errors.New("unsupported schema version")
+
+	// ErrClosed is returned by every method called after Close.
+	ErrClosed = errors.New("store is closed")
+
+	// ErrCorrupt is returned when a stored value cannot be decoded, or
+	// decodes to something that contradicts its key. The message names
+	// the bucket and the key. Nothing is changed when it is returned.
+	ErrCorrupt = errors.New("corrupt record")
+)
+
+// DefaultLockTimeout is how long Open waits for another process to
+// release the file unless WithLockTimeout says otherwise.
+const DefaultLockTimeout = 2 * time.Second
+
+// DB is an open gpubot store. It is safe for concurrent use by several
+// goroutines; bbolt serialises writers and lets readers run alongside.
+type DB struct {
+	bolt   *bolt.DB
+	path   string
+	schema int
+	closed atomic.Bool
+}
+
+type options struct {
+	lockTimeout time.Duration
+}
+
+// Option changes how Open opens the store.
+type Option func(*options)
+
+// WithLockTimeout sets how long Open waits for another process to
+// release the file before it gives up with ErrLocked. The default is
+// DefaultLockTimeout (2s). A zero or negative d tries once and fails at
+// once: Open never waits forever.
+func WithLockTimeout(d time.Duration) Option {
+	return func(o *options) { o.lockTimeout = d }
+}
+
+// Open opens the store at path, creating the file (mode 0o600) and its
+// missing parent directories (mode 0o700) if needed. On a new file it
+// writes the current schema version; on an existing one it checks it and
+// refuses a newer or unknown version with ErrSchema. It creates any
+// missing bucket.
+//
+// Only one DB may have the file open at a time. If another holds it, Open
+// waits up to the lock timeout (see WithLockTimeout) and then fails with
+// ErrLocked.
+func Open(path string, opts ...Option) (*DB, error) {
+	o := options{lockTimeout: DefaultLockTimeout}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	timeout := o.lockTimeout
+	if timeout <= 0 {
+		// bbolt waits forever on 0; any positive timeout shorter than its
+		// retry interval makes it try exactly once.
+		timeout = time.Nanosecond
+	}
+
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("opening store: creating directory: %w", err)
+	}
+	b, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout})
+	if errors.Is(err, berrors.ErrTimeout) {
+		return nil, fmt.Errorf("opening store: %s is %w (waited %s)", path, ErrLocked, max(o.lockTimeout, 0))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("opening store %s: %w", path, err)
+	}
+
+	db := &DB{bolt: b, path: path}
+	err = b.Update(func(tx *bolt.Tx) error {
+		v, err := prepare(tx)
+		db.schema = v
+		return err
+	})
+	if err != nil {
+		_ = b.Close()
+		return nil, fmt.Errorf("opening store %s: %w", path, err)
+	}
+	return db, nil
+}
+
+// Close releases the file after the transactions in progress finish.
+// From then on every method that touches records returns ErrClosed, and
+// so does a second Close. Path and SchemaVersion keep answering.
+func (db *DB) Close() error {
+	if !db.closed.CompareAndSwap(false, true) {
+		return ErrClosed
+	}
+	if err := db.bolt.Close(); err != nil {
+		return fmt.Errorf("closing store %s: %w", db.path, err)
+	}
+	return nil
+}
+
+// Path returns the path the store was opened with.
+func (db *DB) Path() string { return db.path }
+
+// SchemaVersion returns the schema version of the open file, which is
+// always the version this build writes: Open refuses anything else.
+func (db *DB) SchemaVersion() int { return db.schema }
+
+// ready returns ctx.Err() or ErrClosed if a transaction must not start.
+func (db *DB) ready(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if db.closed.Load() {
+		return ErrClosed
+	}
+	return nil
+}
+
+// update runs fn in a read-write transaction, committed (and fsynced) if
+// fn returns nil, rolled back otherwise. Callers check ready first.
+func (db *DB) update(fn func(tx *bolt.Tx) error) error {
+	return closedErr(db.bolt.Update(fn))
+}
+
+// view runs fn in a read-only transaction. Callers check ready first.
+func (db *DB) view(fn func(tx *bolt.Tx) error) error {
+	return closedErr(db.bolt.View(fn))
+}
+
+// closedErr turns bbolt's "not open" (Close won a race with the check in
+// ready) into ErrClosed.
+func closedErr(err error) error {
+	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
+		return ErrClosed
+	}
+	return err
+}
+
+// lookup returns a copy of the value at key and whether the key exists,
+// telling an empty value from a missing one.
+func lookup(b *bolt.Bucket, key []byte) ([]byte, bool) {
+	k, v := b.Cursor().Seek(key)
+	if k == nil || !bytes.Equal(k, key) {
+		return nil, false
+	}
+	return append([]byte{}, v...), true
+}
+
+// corrupt reports an undecodable value in bucket at key.
+func corrupt(bucket []byte, key string, err error) error {
+	return fmt.Errorf("%w in bucket %s at key %s: %w", ErrCorrupt, bucket, key, err)
+}
