@@ -1,0 +1,198 @@
+package allocator
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The benchmark cluster: 2 flavors × 1 000 nodes × 8 GPUs (16 000 GPUs),
+// 16 nodes a rack, 8 racks a block; 4 queues sharing one cohort with
+// nominal quotas adding up to the cluster, mixed preemption policies,
+// Admission Fair Sharing. About 3 000 workloads run and 10 000 wait.
+
+var (
+	benchOnce sync.Once
+	benchSnap *Snapshot
+	benchErr  error
+)
+
+func benchCluster() *Cluster {
+	c := MakeCluster().Fair(24*time.Hour, 5*time.Minute)
+	for _, f := range []string{"h100", "a100"} {
+		c.Flavor(f, 8)
+		for i := range 1000 {
+			r := i / 16
+			c.Node(fmt.Sprintf("%s-%04d", f, i), f, 8, fmt.Sprintf("b%d", r/8), fmt.Sprintf("r%d", r))
+		}
+	}
+	pol := []Preemption{
+		{WithinClusterQueue: PreemptLowerPriority, ReclaimWithinCohort: PreemptAny},
+		{WithinClusterQueue: PreemptLowerOrNewerEqualPriority, ReclaimWithinCohort: PreemptLowerPriority},
+		{ReclaimWithinCohort: PreemptAny},
+		{WithinClusterQueue: PreemptLowerPriority},
+	}
+	for q := range 4 {
+		qw := MakeQueue(fmt.Sprintf("team%d", q)).Cohort("research").Weight(float64(1 + q%2))
+		if q < 2 {
+			qw.Quota("h100", 2000).Quota("a100", 2000)
+		} else {
+			qw.Quota("a100", 2000).Quota("h100", 2000)
+		}
+		qw.Preemption = pol[q]
+		c.Queue(qw)
+	}
+	return c.Obj()
+}
+
+func benchWorkloads(r *rand.Rand, n int, now time.Time) []Workload {
+	sizes := []int{1, 1, 1, 1, 1, 1, 2, 2, 2, 4, 4, 4, 4, 8, 8, 8, 8, 8, 16, 32}
+	out := make([]Workload, n)
+	for i := range out {
+		w := Workload{
+			ID:       fmt.Sprintf("w%05d", i),
+			Queue:    fmt.Sprintf("team%d", r.IntN(4)),
+			GPUs:     sizes[r.IntN(len(sizes))],
+			Created:  now.Add(-time.Duration(r.IntN(48*60)) * time.Minute),
+			Duration: time.Duration(1+r.IntN(24)) * time.Hour,
+		}
+		switch p := r.IntN(10); {
+		case p == 0:
+			w.Priority = 1000
+		case p < 4:
+			w.Priority = 100
+		}
+		switch t := r.IntN(100); {
+		case t < 5:
+			w.Topology = LevelHost
+		case t < 13:
+			w.Topology = LevelRack
+		case t < 15:
+			w.Topology = LevelBlock
+		}
+		if r.IntN(10) == 0 {
+			w.Flavor = []string{"h100", "a100"}[r.IntN(2)]
+		}
+		out[i] = w
+	}
+	return out
+}
+
+// benchSnapshot returns the shared big snapshot (do not mutate it).
+func benchSnapshot(b *testing.B) *Snapshot {
+	b.Helper()
+	benchOnce.Do(func() {
+		now := t0
+		r := rand.New(rand.NewPCG(1, 2))
+		c := benchCluster()
+		s, err := NewSnapshot(c, now, benchWorkloads(r, 13000, now), map[string]float64{
+			"team0": 500, "team1": 2000, "team2": 1000, "team3": 0,
+		})
+		if err != nil {
+			benchErr = err
+			return
+		}
+		s.Schedule()
+		// Spread the running work's admission times so that ends spread.
+		ws := s.Workloads()
+		for i := range ws {
+			if a := ws[i].Admission; a != nil {
+				a.At = now.Add(-time.Duration(r.Int64N(int64(ws[i].Duration))))
+			}
+		}
+		benchSnap, benchErr = NewSnapshot(c, now, ws, s.Usage())
+	})
+	if benchErr != nil {
+		b.Fatal(benchErr)
+	}
+	return benchSnap
+}
+
+func benchCounts(s *Snapshot) (pending, running int) {
+	for q := range s.nPending {
+		pending += s.nPending[q]
+	}
+	return pending, len(s.byID) - pending
+}
+
+func BenchmarkEstimates10kPending2kNodes(b *testing.B) {
+	s := benchSnapshot(b)
+	pending, running := benchCounts(s)
+	b.ReportAllocs()
+	b.ResetTimer()
+	var known int
+	for b.Loop() {
+		est := Estimates(s, EstimateOptions{})
+		known = 0
+		for _, e := range est {
+			if e.Known {
+				known++
+			}
+		}
+	}
+	b.ReportMetric(float64(pending), "pending")
+	b.ReportMetric(float64(running), "running")
+	b.ReportMetric(float64(known), "known")
+}
+
+func BenchmarkEstimateFor(b *testing.B) {
+	s := benchSnapshot(b)
+	order := s.Order()
+	id := order[len(order)/2]
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		EstimateFor(s, id, EstimateOptions{})
+	}
+}
+
+// BenchmarkSchedule: one cycle after 50 running workloads ended.
+func BenchmarkSchedule(b *testing.B) {
+	s := benchSnapshot(b)
+	var running []string
+	for _, w := range s.Workloads() {
+		if w.Admission != nil {
+			running = append(running, w.ID)
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		b.StopTimer()
+		c := s.Clone()
+		for _, id := range running[:50] {
+			c.Release(id)
+		}
+		b.StartTimer()
+		c.Schedule()
+	}
+}
+
+func BenchmarkFit(b *testing.B) {
+	s := benchSnapshot(b).Clone()
+	ws := s.Workloads()
+	var running []string
+	for _, w := range ws {
+		if w.Admission != nil {
+			running = append(running, w.ID)
+		}
+	}
+	for _, id := range running[:20] {
+		s.Release(id)
+	}
+	reqs := []Workload{
+		MakeWorkload("x1").Queue("team0").GPUs(8).Obj(),
+		MakeWorkload("x2").Queue("team1").GPUs(16).Topology(LevelRack).Obj(),
+		MakeWorkload("x3").Queue("team2").GPUs(2).Obj(),
+		MakeWorkload("x4").Queue("team3").GPUs(64).Obj(),
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	i := 0
+	for b.Loop() {
+		s.Fit(reqs[i%len(reqs)])
+		i++
+	}
+}

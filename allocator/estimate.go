@@ -1,0 +1,323 @@
+package allocator
+
+import (
+	"math"
+	"slices"
+	"time"
+)
+
+// Range is a workload's runtime as a fraction of its requested duration.
+type Range struct{ Low, High float64 }
+
+// DefaultRange is the runtime range of a queue missing from
+// EstimateOptions.Factors: jobs run half to all of what they ask for.
+var DefaultRange = Range{Low: 0.5, High: 1.0}
+
+// DefaultHorizon is how far ahead estimates simulate by default.
+const DefaultHorizon = 30 * 24 * time.Hour
+
+// EstimateOptions tunes Estimates and EstimateFor.
+type EstimateOptions struct {
+	// Factors per queue; a missing queue gets DefaultRange. Negative or
+	// NaN bounds count as DefaultRange's, bounds above 1000 as 1000;
+	// Low > High are swapped.
+	Factors map[string]Range
+	// Horizon stops the simulation at Now+Horizon; 0 means DefaultHorizon.
+	Horizon time.Duration
+}
+
+// Estimate is when a pending workload is expected to be admitted.
+type Estimate struct {
+	ID string
+	// Known is false if the workload is not admitted within the horizon in
+	// either run (or can never fit, or is not pending).
+	Known bool
+	// Earliest and Latest bound the admission time: both >= Now, Earliest
+	// <= Latest, zero if !Known. A run that does not admit it within the
+	// horizon counts as Now+Horizon.
+	Earliest, Latest time.Time
+	Position         int // 1 + Ahead
+	// Ahead counts the pending workloads before it in Order() that compete
+	// with it (share a candidate flavor).
+	Ahead int
+	// AheadHigherPriority counts those of higher priority that arrived
+	// (Created) later: they jumped the queue.
+	AheadHigherPriority int
+	// Reason is Diagnose(ID), but ReasonPriority when
+	// AheadHigherPriority > 0.
+	Reason Reason
+}
+
+// Estimates estimates every pending workload of s, without changing s.
+// It runs two discrete-event simulations on clones of s, one with every
+// queue's Low factor and one with its High factor: admitted workloads end
+// at Admission.At + factor·Duration (ends in the past happen at Now;
+// Duration 0 never ends within the horizon); at every end, Schedule runs
+// (automatic preemption included), and workloads it admits end after
+// factor·Duration in turn. A workload's start is its first admission in a
+// run; Earliest and Latest are the earlier and later of the two.
+func Estimates(s *Snapshot, opts EstimateOptions) map[string]Estimate {
+	order := s.pendingInOrder()
+	out := make(map[string]Estimate, len(order))
+	if len(order) == 0 {
+		return out
+	}
+	low, high := s.simulateBoth(opts, order)
+	ahead, higher := s.aheadCounts(order)
+	end := s.now.Add(horizon(opts))
+	reasons := map[int32]Reason{}
+	for i, slot := range order {
+		cls := s.ws[slot].cls
+		r, ok := reasons[cls]
+		if !ok {
+			r = s.diagnoseSlot(slot)
+			reasons[cls] = r
+		}
+		e := s.estimate(slot, low[i], high[i], end, ahead[i], higher[i], r)
+		out[e.ID] = e
+	}
+	return out
+}
+
+// EstimateFor estimates one pending workload; each run stops as soon as
+// it is admitted. s is not changed. A workload that is not pending gets
+// an Estimate with only its ID set.
+func EstimateFor(s *Snapshot, id string, opts EstimateOptions) Estimate {
+	slot, ok := s.byID[id]
+	if !ok || s.ws[slot].fl >= 0 {
+		return Estimate{ID: id}
+	}
+	low, high := s.simulateBoth(opts, []int32{slot})
+	order := s.pendingInOrder()
+	x := &s.ws[slot]
+	mine := s.classes[x.cls].cands
+	ahead, higher := 0, 0
+	for _, o := range order {
+		if o == slot {
+			break
+		}
+		y := &s.ws[o]
+		if !sharesFlavor(mine, s.classes[y.cls].cands) {
+			continue
+		}
+		ahead++
+		if y.w.Priority > x.w.Priority && y.w.Created.After(x.w.Created) {
+			higher++
+		}
+	}
+	return s.estimate(slot, low[0], high[0], s.now.Add(horizon(opts)), ahead, higher, s.diagnoseSlot(slot))
+}
+
+func (s *Snapshot) estimate(slot int32, low, high simStart, end time.Time, ahead, higher int, r Reason) Estimate {
+	e := Estimate{ID: s.ws[slot].w.ID, Position: 1 + ahead, Ahead: ahead, AheadHigherPriority: higher, Reason: r}
+	if higher > 0 {
+		e.Reason = ReasonPriority
+	}
+	if !low.ok && !high.ok {
+		return e
+	}
+	a, b := end, end
+	if low.ok {
+		a = low.at
+	}
+	if high.ok {
+		b = high.at
+	}
+	if b.Before(a) {
+		a, b = b, a
+	}
+	e.Known = true
+	e.Earliest, e.Latest = maxTime(a, s.now), maxTime(b, s.now)
+	return e
+}
+
+func horizon(opts EstimateOptions) time.Duration {
+	if opts.Horizon > 0 {
+		return opts.Horizon
+	}
+	return DefaultHorizon
+}
+
+func (r Range) clean() Range {
+	if !(r.Low >= 0) || math.IsInf(r.Low, 0) {
+		r.Low = DefaultRange.Low
+	}
+	if !(r.High >= 0) || math.IsInf(r.High, 0) {
+		r.High = DefaultRange.High
+	}
+	r.Low, r.High = min(r.Low, 1000), min(r.High, 1000)
+	if r.Low > r.High {
+		r.Low, r.High = r.High, r.Low
+	}
+	return r
+}
+
+// simulateBoth runs the low and the high simulation, concurrently: each
+// works on its own clone and s is only read.
+func (s *Snapshot) simulateBoth(opts EstimateOptions, targets []int32) (low, high []simStart) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		high = s.simulate(opts, true, targets)
+	}()
+	low = s.simulate(opts, false, targets)
+	<-done
+	return low, high
+}
+
+type simStart struct {
+	at time.Time
+	ok bool
+}
+
+// simulate runs one estimate simulation on a clone of s and returns each
+// target's first admission time.
+func (s *Snapshot) simulate(opts EstimateOptions, high bool, targets []int32) []simStart {
+	c := s.Clone()
+	factor := make([]float64, len(s.ix.queues))
+	for q, qi := range s.ix.queues {
+		r, ok := opts.Factors[qi.name]
+		if !ok {
+			r = DefaultRange
+		}
+		r = r.clean()
+		factor[q] = r.Low
+		if high {
+			factor[q] = r.High
+		}
+	}
+	endOf := func(slot int32) (time.Time, bool) {
+		x := &c.ws[slot]
+		d := float64(x.w.Duration) * factor[x.q]
+		if x.w.Duration <= 0 || d > float64(100*365*24*time.Hour) {
+			return time.Time{}, false
+		}
+		return x.w.Admission.At.Add(time.Duration(d)), true
+	}
+	idx := make([]int32, len(c.ws))
+	for i := range idx {
+		idx[i] = -1
+	}
+	for i, t := range targets {
+		idx[t] = int32(i)
+	}
+	starts := make([]simStart, len(targets))
+	remaining := len(targets)
+	emit := func(k EventKind, slot, _ int32) {
+		if k != EventAdmitted {
+			return
+		}
+		if i := idx[slot]; i >= 0 && !starts[i].ok {
+			starts[i] = simStart{at: c.now, ok: true}
+			remaining--
+		}
+	}
+	stop := func() bool { return remaining == 0 }
+	c.run(s.now.Add(horizon(opts)), true, endOf, emit, stop, true)
+	return starts
+}
+
+func sharesFlavor(a, b []cand) bool {
+	for _, x := range a {
+		for _, y := range b {
+			if x.f == y.f {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// aheadCounts computes, for each workload of order, how many before it
+// share a candidate flavor (ahead) and how many of those have a higher
+// priority and a later Created (higher), in O(n log n) per distinct set
+// of candidate flavors.
+func (s *Snapshot) aheadCounts(order []int32) (ahead, higher []int) {
+	n := len(order)
+	ahead, higher = make([]int, n), make([]int, n)
+	// Distinct candidate-flavor sets and which of them overlap.
+	setOf := map[int32]int{} // class → set id
+	var sets [][]cand
+	set := make([]int, n)
+	for i, slot := range order {
+		cls := s.ws[slot].cls
+		d, ok := setOf[cls]
+		if !ok {
+			cands := s.classes[cls].cands
+			d = -1
+			for j, other := range sets {
+				if slices.Equal(other, cands) {
+					d = j
+					break
+				}
+			}
+			if d < 0 {
+				d = len(sets)
+				sets = append(sets, cands)
+			}
+			setOf[cls] = d
+		}
+		set[i] = d
+	}
+	overlap := make([][]int, len(sets))
+	for a := range sets {
+		for b := range sets {
+			if sharesFlavor(sets[a], sets[b]) {
+				overlap[a] = append(overlap[a], b)
+			}
+		}
+	}
+	// Created ranks for the Fenwick trees.
+	times := make([]time.Time, n)
+	for i, slot := range order {
+		times[i] = s.ws[slot].w.Created
+	}
+	sorted := slices.Clone(times)
+	slices.SortFunc(sorted, func(a, b time.Time) int { return a.Compare(b) })
+	sorted = slices.CompactFunc(sorted, func(a, b time.Time) bool { return a.Equal(b) })
+	rank := make([]int, n)
+	for i, t := range times {
+		r, _ := slices.BinarySearchFunc(sorted, t, func(a, b time.Time) int { return a.Compare(b) })
+		rank[i] = r
+	}
+	count := make([]int, len(sets))
+	trees := make([]fenwick, len(sets))
+	inTree := make([]int, len(sets))
+	for d := range trees {
+		trees[d] = make(fenwick, len(sorted)+1)
+	}
+	groupStart := 0
+	for i, slot := range order {
+		if i > 0 && s.ws[order[i-1]].w.Priority != s.ws[slot].w.Priority {
+			for j := groupStart; j < i; j++ {
+				trees[set[j]].add(rank[j])
+				inTree[set[j]]++
+			}
+			groupStart = i
+		}
+		for _, e := range overlap[set[i]] {
+			ahead[i] += count[e]
+			higher[i] += inTree[e] - trees[e].prefix(rank[i])
+		}
+		count[set[i]]++
+	}
+	return ahead, higher
+}
+
+// fenwick counts items by rank.
+type fenwick []int
+
+func (f fenwick) add(r int) {
+	for i := r + 1; i < len(f); i += i & -i {
+		f[i]++
+	}
+}
+
+// prefix counts items with rank <= r.
+func (f fenwick) prefix(r int) int {
+	n := 0
+	for i := r + 1; i > 0; i -= i & -i {
+		n += f[i]
+	}
+	return n
+}

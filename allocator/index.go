@@ -1,0 +1,430 @@
+package allocator
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+)
+
+// MaxNodeGPUs bounds Node.GPUs; the snapshot keeps per-free-count
+// buckets for each node size, so absurd sizes are rejected.
+const MaxNodeGPUs = 1024
+
+// ErrInvalid is wrapped by every validation error of NewSnapshot, Add,
+// Reserve and the other mutators, so callers can tell bad input from
+// a state conflict with errors.Is.
+var ErrInvalid = errors.New("invalid input")
+
+// ErrNotFound is wrapped when an operation names a workload the snapshot
+// does not hold.
+var ErrNotFound = errors.New("no such workload")
+
+// ErrState is wrapped when an operation does not apply to the workload's
+// current state (admitting an admitted workload, evicting a pending one…)
+// or when an admission would break a quota or capacity limit.
+var ErrState = errors.New("not possible in the current state")
+
+func invalidf(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+}
+
+// Preemption policy values after parsing.
+type policyKind uint8
+
+const (
+	polNever policyKind = iota
+	polLower
+	polLowerOrNewerEqual
+	polAny
+)
+
+// index is the immutable, derived view of a Cluster that every clone of a
+// snapshot shares.
+type index struct {
+	flavors   []flavorInfo
+	flavorIdx map[string]int
+	nodes     []nodeInfo
+	nodeIdx   map[string]int
+	racks     []domainInfo
+	blocks    []domainInfo
+	queues    []queueInfo
+	queueIdx  map[string]int
+	cohorts   []cohortInfo
+	fair      bool
+}
+
+type flavorInfo struct {
+	name    string
+	gpn     int
+	maxGPUs int     // largest node in the flavor; free counts are 0..maxGPUs
+	total   int     // GPUs of all nodes
+	nodes   []int   // global node ids sorted by name
+	racks   []int   // rack domain ids sorted by name
+	blocks  []int   // block domain ids sorted by name
+	words   int     // bitset words for len(nodes)
+	full    []int32 // nodes per GPU count when all are free
+}
+
+type nodeInfo struct {
+	name   string
+	flavor int
+	pos    int // position in flavorInfo.nodes
+	gpus   int
+	rack   int
+	block  int
+	// positions of rack and block in flavorInfo.racks and .blocks
+	rackPos, blockPos int
+}
+
+type domainInfo struct {
+	name   string
+	flavor int
+	nodes  []int   // global node ids sorted by name
+	full   []int32 // nodes per GPU count when all are free
+}
+
+type quotaInfo struct {
+	has        bool
+	nominal    int
+	guaranteed int // nominal - lendingLimit: never lent to the cohort
+	lendable   int // what the queue contributes to the cohort pool
+	borrowSet  bool
+	borrow     int
+}
+
+type queueInfo struct {
+	name    string
+	cohort  int // -1 for none
+	weight  float64
+	flavors []int       // in assignment order
+	quota   []quotaInfo // indexed by flavor id
+	within  policyKind
+	reclaim policyKind
+}
+
+type cohortInfo struct {
+	name       string
+	queues     []int
+	pool       []int // per flavor: Σ lendable
+	reclaimAny bool  // some member reclaims with policy Any
+}
+
+func parsePolicy(s string, allowed ...policyKind) (policyKind, error) {
+	var k policyKind
+	switch s {
+	case "", PreemptNever:
+		return polNever, nil
+	case PreemptLowerPriority:
+		k = polLower
+	case PreemptLowerOrNewerEqualPriority:
+		k = polLowerOrNewerEqual
+	case PreemptAny:
+		k = polAny
+	default:
+		return 0, fmt.Errorf("unknown preemption policy %q", s)
+	}
+	if !slices.Contains(allowed, k) {
+		return 0, fmt.Errorf("preemption policy %q is not allowed here", s)
+	}
+	return k, nil
+}
+
+// cloneCluster returns a deep copy of c.
+func cloneCluster(c *Cluster) *Cluster {
+	out := &Cluster{
+		Flavors: slices.Clone(c.Flavors),
+		Nodes:   slices.Clone(c.Nodes),
+		Queues:  make([]Queue, len(c.Queues)),
+		Policy:  c.Policy,
+	}
+	for i, q := range c.Queues {
+		q.Flavors = slices.Clone(q.Flavors)
+		if q.Quotas != nil {
+			m := make(map[string]Quota, len(q.Quotas))
+			for k, v := range q.Quotas {
+				if v.BorrowingLimit != nil {
+					b := *v.BorrowingLimit
+					v.BorrowingLimit = &b
+				}
+				if v.LendingLimit != nil {
+					l := *v.LendingLimit
+					v.LendingLimit = &l
+				}
+				m[k] = v
+			}
+			q.Quotas = m
+		}
+		out.Queues[i] = q
+	}
+	return out
+}
+
+// buildIndex validates c and derives the index.
+func buildIndex(c *Cluster) (*index, error) {
+	if c == nil {
+		return nil, invalidf("cluster is nil")
+	}
+	ix := &index{
+		flavorIdx: map[string]int{},
+		nodeIdx:   map[string]int{},
+		queueIdx:  map[string]int{},
+	}
+	switch c.Policy.Mode {
+	case "", BestEffortFIFO:
+	case FairSharing:
+		ix.fair = true
+	default:
+		return nil, invalidf("policy: unknown mode %q (want %s or %s)", c.Policy.Mode, BestEffortFIFO, FairSharing)
+	}
+	if c.Policy.HalfLife < 0 {
+		return nil, invalidf("policy: negative half-life %v", c.Policy.HalfLife)
+	}
+	if c.Policy.EntryPenalty < 0 {
+		return nil, invalidf("policy: negative entry penalty %v", c.Policy.EntryPenalty)
+	}
+	for i, f := range c.Flavors {
+		if f.Name == "" {
+			return nil, invalidf("flavor %d has no name", i)
+		}
+		if _, dup := ix.flavorIdx[f.Name]; dup {
+			return nil, invalidf("flavor %q defined twice", f.Name)
+		}
+		if f.GPUsPerNode <= 0 || f.GPUsPerNode > MaxNodeGPUs {
+			return nil, invalidf("flavor %q: GPUsPerNode %d must be in 1..%d", f.Name, f.GPUsPerNode, MaxNodeGPUs)
+		}
+		ix.flavorIdx[f.Name] = i
+		ix.flavors = append(ix.flavors, flavorInfo{name: f.Name, gpn: f.GPUsPerNode})
+	}
+	for i, n := range c.Nodes {
+		if n.Name == "" {
+			return nil, invalidf("node %d has no name", i)
+		}
+		if _, dup := ix.nodeIdx[n.Name]; dup {
+			return nil, invalidf("node %q defined twice", n.Name)
+		}
+		f, ok := ix.flavorIdx[n.Flavor]
+		if !ok {
+			return nil, invalidf("node %q: unknown flavor %q", n.Name, n.Flavor)
+		}
+		if n.GPUs <= 0 || n.GPUs > MaxNodeGPUs {
+			return nil, invalidf("node %q: GPUs %d must be in 1..%d", n.Name, n.GPUs, MaxNodeGPUs)
+		}
+		ix.nodeIdx[n.Name] = i
+		ix.nodes = append(ix.nodes, nodeInfo{name: n.Name, flavor: f, gpus: n.GPUs})
+		fi := &ix.flavors[f]
+		fi.nodes = append(fi.nodes, i)
+		fi.total += n.GPUs
+		fi.maxGPUs = max(fi.maxGPUs, n.GPUs)
+	}
+	for f := range ix.flavors {
+		fi := &ix.flavors[f]
+		fi.maxGPUs = max(fi.maxGPUs, fi.gpn)
+		slices.SortFunc(fi.nodes, func(a, b int) int { return strings.Compare(ix.nodes[a].name, ix.nodes[b].name) })
+		for p, n := range fi.nodes {
+			ix.nodes[n].pos = p
+		}
+		fi.words = (len(fi.nodes) + 63) / 64
+		fi.full = make([]int32, fi.maxGPUs+1)
+		for _, n := range fi.nodes {
+			fi.full[ix.nodes[n].gpus]++
+		}
+		ix.buildDomains(c, f)
+	}
+	for _, doms := range [][]domainInfo{ix.racks, ix.blocks} {
+		for d := range doms {
+			di := &doms[d]
+			di.full = make([]int32, ix.flavors[di.flavor].maxGPUs+1)
+			for _, n := range di.nodes {
+				di.full[ix.nodes[n].gpus]++
+			}
+		}
+	}
+	if err := ix.buildQueues(c); err != nil {
+		return nil, err
+	}
+	return ix, nil
+}
+
+// buildDomains groups flavor f's nodes into racks and blocks. A node with
+// no rack (block) label is a rack (block) of its own.
+func (ix *index) buildDomains(c *Cluster, f int) {
+	fi := &ix.flavors[f]
+	rackOf := map[string]int{}
+	blockOf := map[string]int{}
+	for _, n := range fi.nodes { // name order, so domain node lists are sorted too
+		node := c.Nodes[n]
+		bkey := node.Block
+		if bkey == "" {
+			bkey = "\x00" + node.Name
+		}
+		rkey := bkey + "/" + node.Rack
+		if node.Rack == "" {
+			rkey = bkey + "/\x00" + node.Name
+		}
+		b, ok := blockOf[bkey]
+		if !ok {
+			b = len(ix.blocks)
+			blockOf[bkey] = b
+			ix.blocks = append(ix.blocks, domainInfo{name: bkey, flavor: f})
+			fi.blocks = append(fi.blocks, b)
+		}
+		r, ok := rackOf[rkey]
+		if !ok {
+			r = len(ix.racks)
+			rackOf[rkey] = r
+			ix.racks = append(ix.racks, domainInfo{name: rkey, flavor: f})
+			fi.racks = append(fi.racks, r)
+		}
+		ix.blocks[b].nodes = append(ix.blocks[b].nodes, n)
+		ix.racks[r].nodes = append(ix.racks[r].nodes, n)
+		ix.nodes[n].block = b
+		ix.nodes[n].rack = r
+	}
+	slices.SortFunc(fi.racks, func(a, b int) int { return strings.Compare(ix.racks[a].name, ix.racks[b].name) })
+	slices.SortFunc(fi.blocks, func(a, b int) int { return strings.Compare(ix.blocks[a].name, ix.blocks[b].name) })
+	for p, d := range fi.racks {
+		for _, n := range ix.racks[d].nodes {
+			ix.nodes[n].rackPos = p
+		}
+	}
+	for p, d := range fi.blocks {
+		for _, n := range ix.blocks[d].nodes {
+			ix.nodes[n].blockPos = p
+		}
+	}
+}
+
+func (ix *index) buildQueues(c *Cluster) error {
+	cohortIdx := map[string]int{}
+	nf := len(ix.flavors)
+	for i, q := range c.Queues {
+		if q.Name == "" {
+			return invalidf("queue %d has no name", i)
+		}
+		if _, dup := ix.queueIdx[q.Name]; dup {
+			return invalidf("queue %q defined twice", q.Name)
+		}
+		if math.IsNaN(q.Weight) || math.IsInf(q.Weight, 0) || q.Weight < 0 {
+			return invalidf("queue %q: weight %v must be a finite number >= 0", q.Name, q.Weight)
+		}
+		within, err := parsePolicy(q.Preemption.WithinClusterQueue, polLower, polLowerOrNewerEqual)
+		if err != nil {
+			return invalidf("queue %q: withinClusterQueue: %v", q.Name, err)
+		}
+		reclaim, err := parsePolicy(q.Preemption.ReclaimWithinCohort, polLower, polAny)
+		if err != nil {
+			return invalidf("queue %q: reclaimWithinCohort: %v", q.Name, err)
+		}
+		if len(q.Flavors) == 0 {
+			return invalidf("queue %q lists no flavors", q.Name)
+		}
+		qi := queueInfo{name: q.Name, cohort: -1, weight: q.Weight, quota: make([]quotaInfo, nf), within: within, reclaim: reclaim}
+		if qi.weight == 0 {
+			qi.weight = 1
+		}
+		for _, fname := range q.Flavors {
+			f, ok := ix.flavorIdx[fname]
+			if !ok {
+				return invalidf("queue %q: unknown flavor %q", q.Name, fname)
+			}
+			if qi.quota[f].has {
+				return invalidf("queue %q lists flavor %q twice", q.Name, fname)
+			}
+			qt, ok := q.Quotas[fname]
+			if !ok {
+				return invalidf("queue %q: no quota for flavor %q", q.Name, fname)
+			}
+			if qt.Nominal < 0 {
+				return invalidf("queue %q flavor %q: negative nominal quota %d", q.Name, fname, qt.Nominal)
+			}
+			info := quotaInfo{has: true, nominal: qt.Nominal, lendable: qt.Nominal}
+			if qt.LendingLimit != nil {
+				if l := *qt.LendingLimit; l < 0 || l > qt.Nominal {
+					return invalidf("queue %q flavor %q: lendingLimit %d must be in 0..nominal (%d)", q.Name, fname, l, qt.Nominal)
+				}
+				info.lendable = *qt.LendingLimit
+			}
+			info.guaranteed = qt.Nominal - info.lendable
+			if qt.BorrowingLimit != nil {
+				if *qt.BorrowingLimit < 0 {
+					return invalidf("queue %q flavor %q: negative borrowingLimit %d", q.Name, fname, *qt.BorrowingLimit)
+				}
+				info.borrowSet = true
+				info.borrow = *qt.BorrowingLimit
+			}
+			qi.quota[f] = info
+			qi.flavors = append(qi.flavors, f)
+		}
+		for fname := range q.Quotas {
+			f, ok := ix.flavorIdx[fname]
+			if !ok || !qi.quota[f].has {
+				return invalidf("queue %q has a quota for flavor %q that it does not list in Flavors", q.Name, fname)
+			}
+		}
+		if q.Cohort != "" {
+			co, ok := cohortIdx[q.Cohort]
+			if !ok {
+				co = len(ix.cohorts)
+				cohortIdx[q.Cohort] = co
+				ix.cohorts = append(ix.cohorts, cohortInfo{name: q.Cohort, pool: make([]int, nf)})
+			}
+			qi.cohort = co
+			ci := &ix.cohorts[co]
+			ci.queues = append(ci.queues, i)
+			for f, qt := range qi.quota {
+				ci.pool[f] += qt.lendable
+			}
+			if reclaim == polAny {
+				ci.reclaimAny = true
+			}
+		}
+		ix.queueIdx[q.Name] = i
+		ix.queues = append(ix.queues, qi)
+	}
+	return nil
+}
+
+// possible reports whether pods pods of per GPUs fit flavor f under
+// topology topo when every node is free.
+func (ix *index) possible(f, pods, per int, topo Level) bool {
+	fi := &ix.flavors[f]
+	switch topo {
+	case LevelHost:
+		for v := pods * per; v < len(fi.full); v++ {
+			if fi.full[v] > 0 {
+				return true
+			}
+		}
+		return false
+	case LevelRack, LevelBlock:
+		doms, infos := fi.racks, ix.racks
+		if topo == LevelBlock {
+			doms, infos = fi.blocks, ix.blocks
+		}
+		for _, d := range doms {
+			if podCap(infos[d].full, per, pods) {
+				return true
+			}
+		}
+		return false
+	}
+	return podCap(fi.full, per, pods)
+}
+
+// potential is the most GPUs of flavor f queue q could ever have admitted
+// (Kueue's potentialAvailable): N without a cohort, otherwise the
+// guaranteed part plus the cohort's pool, capped at N+B.
+func (ix *index) potential(q, f int) int {
+	qi := &ix.queues[q]
+	qt := &qi.quota[f]
+	if qi.cohort < 0 {
+		return qt.nominal
+	}
+	p := qt.guaranteed + ix.cohorts[qi.cohort].pool[f]
+	if qt.borrowSet {
+		p = min(p, qt.nominal+qt.borrow)
+	}
+	return p
+}

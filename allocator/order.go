@@ -1,0 +1,85 @@
+package allocator
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+	"time"
+)
+
+// orderKey is a pending workload's place in the admission order:
+// priority descending, then (FairSharing) the queue's share ascending,
+// then Created, then ID.
+type orderKey struct {
+	prio    int32
+	share   float64
+	created time.Time
+	id      string
+}
+
+func cmpKey(a, b *orderKey) int {
+	if a.prio != b.prio {
+		return cmp.Compare(b.prio, a.prio)
+	}
+	if a.share != b.share {
+		return cmp.Compare(a.share, b.share)
+	}
+	if c := a.created.Compare(b.created); c != 0 {
+		return c
+	}
+	return strings.Compare(a.id, b.id)
+}
+
+// share is what FairSharing orders queues by: decayed usage over weight.
+// It is 0 for every queue in BestEffortFIFO mode.
+func (s *Snapshot) share(q int) float64 {
+	if !s.ix.fair {
+		return 0
+	}
+	return s.usage[q] / s.ix.queues[q].weight
+}
+
+func (s *Snapshot) keyOf(slot int32) orderKey {
+	x := &s.ws[slot]
+	return orderKey{prio: x.w.Priority, share: s.share(int(x.q)), created: x.w.Created, id: x.w.ID}
+}
+
+// pendingInOrder returns every pending slot in admission order at Now.
+func (s *Snapshot) pendingInOrder() []int32 {
+	var out []int32
+	for _, c := range s.classes {
+		out = append(out, c.members...)
+	}
+	shares := make([]float64, len(s.ix.queues))
+	for q := range shares {
+		shares[q] = s.share(q)
+	}
+	slices.SortFunc(out, func(a, b int32) int {
+		x, y := &s.ws[a], &s.ws[b]
+		if x.w.Priority != y.w.Priority {
+			return cmp.Compare(y.w.Priority, x.w.Priority)
+		}
+		if sx, sy := shares[x.q], shares[y.q]; sx != sy {
+			return cmp.Compare(sx, sy)
+		}
+		if c := x.w.Created.Compare(y.w.Created); c != 0 {
+			return c
+		}
+		return strings.Compare(x.w.ID, y.w.ID)
+	})
+	return out
+}
+
+// Order returns the IDs of the pending workloads in admission order under
+// the policy at Now: priority descending; in FairSharing mode then the
+// queue's Usage/Weight ascending (weight 0 counts as 1); then Created;
+// then ID. It is the order Schedule tries them in (entry penalties
+// added during a cycle can reorder the rest of that cycle).
+func (s *Snapshot) Order() []string {
+	slots := s.pendingInOrder()
+	out := make([]string, len(slots))
+	for i, slot := range slots {
+		out[i] = s.ws[slot].w.ID
+	}
+	return out
+}

@@ -1,0 +1,429 @@
+package allocator
+
+import (
+	"cmp"
+	"slices"
+	"time"
+)
+
+// Preemption searches are the expensive part of a busy cycle, and most of
+// them fail the same way cycle after cycle: even with every candidate
+// victim gone, the pods would not fit. A shadow answers that question
+// without walking the candidates: it keeps, for one candidate set, how
+// many nodes (of the flavor, of each rack and of each block) would have
+// each free count if the set were gone, plus the set's GPUs in the
+// queue and in the others. Shadows are built on first use and then kept
+// up to date at every real admission and release, like the snapshot's
+// own buckets; a check costs the size of the buckets.
+//
+// A candidate set is named by the preemptor's queue, flavor, priority and
+// whether other queues' borrowing workloads count (ReclaimWithinCohort,
+// queue below nominal). With LowerOrNewerEqualPriority it also depends on
+// the preemptor's Created: the shadow keeps the last one asked for and
+// moves to another by adding or removing the equal-priority workloads
+// created in between.
+//
+// Membership of another queue's workload depends on that queue borrowing:
+// a shadow records which queues borrowed when it last looked, keeps to
+// that record when updated, and on use adds or removes the workloads of
+// the queues that have started or stopped borrowing since. Shadows are
+// caches: clones start without them, and unused ones are dropped after a
+// few cycles.
+
+type shadowKey struct {
+	q, f   int32
+	prio   int32
+	others bool
+}
+
+type shadow struct {
+	key     shadowKey
+	created time.Time // LowerOrNewerEqualPriority: equal priority counts if newer
+	cand    []int32   // per flavor node position: candidates' GPUs there
+	cnt     []int32   // nodes per free count with the candidates gone
+	rack    [][]int32 // per rack of the flavor, by position
+	block   [][]int32 // per block of the flavor, by position
+	own     int       // candidates' GPUs in the preemptor's queue
+	oth     []int     // per queue: candidates' GPUs in other queues
+	lends   []bool    // per queue: counted as borrowing (others only)
+	used    uint64    // cycle of last use
+}
+
+type shadowSet struct {
+	byKey     map[shadowKey]*shadow
+	perFlavor [][]*shadow
+}
+
+// maxShadows bounds the shadows a snapshot keeps.
+const maxShadows = 1024
+
+// isCand reports whether admitted workload v belongs to sh's set.
+func (s *Snapshot) isCand(sh *shadow, v int32) bool {
+	x := &s.ws[v]
+	w := &x.w
+	q := int(sh.key.q)
+	qi := &s.ix.queues[q]
+	if int(x.q) == q {
+		return qi.within != polNever && (w.Priority < sh.key.prio ||
+			(qi.within == polLowerOrNewerEqual && w.Priority == sh.key.prio && w.Created.After(sh.created)))
+	}
+	return sh.key.others && sh.lends[x.q] && (qi.reclaim == polAny || w.Priority < sh.key.prio)
+}
+
+// shadowFor returns the up-to-date shadow for the given set.
+func (s *Snapshot) shadowFor(q int, head *Workload, f int, others bool) *shadow {
+	k := shadowKey{q: int32(q), f: int32(f), prio: head.Priority, others: others}
+	if s.shadows == nil {
+		s.shadows = &shadowSet{byKey: map[shadowKey]*shadow{}, perFlavor: make([][]*shadow, len(s.ix.flavors))}
+	}
+	sh := s.shadows.byKey[k]
+	if sh == nil {
+		if len(s.shadows.byKey) >= maxShadows {
+			s.pruneShadows(s.cycleNo + 1)
+		}
+		sh = &shadow{key: k, created: head.Created}
+		s.shadows.byKey[k] = sh
+		s.shadows.perFlavor[f] = append(s.shadows.perFlavor[f], sh)
+		s.buildShadow(sh)
+	} else {
+		if others {
+			s.reconcileShadow(sh)
+		}
+		if s.ix.queues[q].within == polLowerOrNewerEqual && !head.Created.Equal(sh.created) {
+			s.moveCreated(sh, head.Created)
+		}
+	}
+	sh.used = s.cycleNo
+	return sh
+}
+
+// moveCreated changes a LowerOrNewerEqualPriority shadow's Created
+// threshold to t: equal-priority workloads of the queue created between
+// the old threshold and t join or leave the set.
+func (s *Snapshot) moveCreated(sh *shadow, t time.Time) {
+	q, f := int(sh.key.q), int(sh.key.f)
+	lo, hi, sign := sh.created, t, int32(-1) // (lo, hi] leave
+	if t.Before(sh.created) {
+		lo, hi, sign = t, sh.created, 1 // (lo, hi] join
+	}
+	// Equal priority, Created in (lo, hi]: a run of byCreated.
+	l := s.adm[q][f].byCreated
+	i, _ := slices.BinarySearchFunc(l, lo, func(v int32, t time.Time) int {
+		w := &s.ws[v].w
+		if w.Priority != sh.key.prio {
+			return cmp.Compare(w.Priority, sh.key.prio)
+		}
+		if w.Created.After(t) {
+			return 1
+		}
+		return -1
+	})
+	for ; i < len(l); i++ {
+		x := &s.ws[l[i]]
+		if x.w.Priority != sh.key.prio || x.w.Created.After(hi) {
+			break
+		}
+		sh.own += int(sign) * x.w.GPUs
+		for _, n := range x.nodes {
+			ni := &s.ix.nodes[n]
+			old := s.nodeFree[n] + sh.cand[ni.pos]
+			sh.cand[ni.pos] += sign * x.per
+			sh.move(ni, old, old+sign*x.per)
+		}
+	}
+	sh.created = t
+}
+
+// reconcileShadow brings sh's record of borrowing queues up to date,
+// adding or removing their workloads.
+func (s *Snapshot) reconcileShadow(sh *shadow) {
+	q, f := int(sh.key.q), int(sh.key.f)
+	for _, r := range s.ix.cohorts[s.ix.queues[q].cohort].queues {
+		if r == q || sh.lends[r] == s.borrowing(r, f) {
+			continue
+		}
+		sign := int32(-1)
+		if !sh.lends[r] {
+			sign = 1
+			sh.lends[r] = true // so that isCand counts r's workloads
+		}
+		for _, v := range s.adm[r][f].slots {
+			if !s.isCand(sh, v) {
+				continue
+			}
+			x := &s.ws[v]
+			sh.oth[r] += int(sign) * x.w.GPUs
+			for _, n := range x.nodes {
+				ni := &s.ix.nodes[n]
+				old := s.nodeFree[n] + sh.cand[ni.pos]
+				sh.cand[ni.pos] += sign * x.per
+				h := old + sign*x.per
+				sh.move(ni, old, h)
+			}
+		}
+		sh.lends[r] = sign > 0
+	}
+}
+
+// move records that node ni's free count with the candidates gone went
+// from old to h.
+func (sh *shadow) move(ni *nodeInfo, old, h int32) {
+	sh.cnt[old]--
+	sh.cnt[h]++
+	sh.rack[ni.rackPos][old]--
+	sh.rack[ni.rackPos][h]++
+	sh.block[ni.blockPos][old]--
+	sh.block[ni.blockPos][h]++
+}
+
+func (s *Snapshot) buildShadow(sh *shadow) {
+	f := int(sh.key.f)
+	fi := &s.ix.flavors[f]
+	sh.cand = resize(sh.cand, len(fi.nodes))
+	if len(sh.lends) != len(s.ix.queues) {
+		sh.lends = make([]bool, len(s.ix.queues))
+	}
+	co := s.ix.queues[sh.key.q].cohort
+	for r := range sh.lends {
+		sh.lends[r] = sh.key.others && r != int(sh.key.q) && s.ix.queues[r].cohort == co && s.borrowing(r, f)
+	}
+	sh.cnt = resize(sh.cnt, fi.maxGPUs+1)
+	sh.rack = resize2(sh.rack, len(fi.racks), fi.maxGPUs+1)
+	sh.block = resize2(sh.block, len(fi.blocks), fi.maxGPUs+1)
+	sh.own = 0
+	if len(sh.oth) != len(s.ix.queues) {
+		sh.oth = make([]int, len(s.ix.queues))
+	}
+	clear(sh.oth)
+	q := int(sh.key.q)
+	add := func(list []int32) {
+		for _, v := range list {
+			if !s.isCand(sh, v) {
+				continue
+			}
+			x := &s.ws[v]
+			for _, n := range x.nodes {
+				sh.cand[s.ix.nodes[n].pos] += x.per
+			}
+			if int(x.q) == q {
+				sh.own += x.w.GPUs
+			} else {
+				sh.oth[x.q] += x.w.GPUs
+			}
+		}
+	}
+	add(s.adm[q][f].slots)
+	if co := s.ix.queues[q].cohort; sh.key.others && co >= 0 {
+		for _, r := range s.ix.cohorts[co].queues {
+			if r != q {
+				add(s.adm[r][f].slots)
+			}
+		}
+	}
+	for p, n := range fi.nodes {
+		h := s.nodeFree[n] + sh.cand[p]
+		ni := &s.ix.nodes[n]
+		sh.cnt[h]++
+		sh.rack[ni.rackPos][h]++
+		sh.block[ni.blockPos][h]++
+	}
+}
+
+func resize(b []int32, n int) []int32 {
+	if cap(b) < n {
+		return make([]int32, n)
+	}
+	b = b[:n]
+	clear(b)
+	return b
+}
+
+func resize2(b [][]int32, n, m int) [][]int32 {
+	if cap(b) < n {
+		b = make([][]int32, n)
+	}
+	b = b[:n]
+	for i := range b {
+		b[i] = resize(b[i], m)
+	}
+	return b
+}
+
+// shadowUpdate keeps the shadows of admitted workload v's flavor in step
+// after v was admitted (sign +1, the GPUs already taken) or released
+// (sign −1, the GPUs already given back).
+func (s *Snapshot) shadowUpdate(v int32, sign int32) {
+	if s.shadows == nil {
+		return
+	}
+	x := &s.ws[v]
+	f := int(x.fl)
+	for _, sh := range s.shadows.perFlavor[f] {
+		if s.isCand(sh, v) {
+			for _, n := range x.nodes {
+				sh.cand[s.ix.nodes[n].pos] += sign * x.per
+			}
+			if x.q == sh.key.q {
+				sh.own += int(sign) * x.w.GPUs
+			} else {
+				sh.oth[x.q] += int(sign) * x.w.GPUs
+			}
+			continue
+		}
+		for i, n := range x.nodes {
+			if dup(x.nodes[:i], n) {
+				continue
+			}
+			ni := &s.ix.nodes[n]
+			h := s.nodeFree[n] + sh.cand[ni.pos]
+			sh.move(ni, h+sign*x.per*int32(count(x.nodes, n)), h)
+		}
+	}
+}
+
+func dup(nodes []int32, n int32) bool {
+	for _, m := range nodes {
+		if m == n {
+			return true
+		}
+	}
+	return false
+}
+
+func count(nodes []int32, n int32) int {
+	c := 0
+	for _, m := range nodes {
+		if m == n {
+			c++
+		}
+	}
+	return c
+}
+
+// pruneShadows drops shadows last used before cycle keepFrom−2.
+func (s *Snapshot) pruneShadows(keepFrom uint64) {
+	if s.shadows == nil {
+		return
+	}
+	for f, list := range s.shadows.perFlavor {
+		kept := list[:0]
+		for _, sh := range list {
+			if sh.used+2 >= keepFrom {
+				kept = append(kept, sh)
+			} else {
+				delete(s.shadows.byKey, sh.key)
+			}
+		}
+		clear(list[len(kept):])
+		s.shadows.perFlavor[f] = kept
+	}
+}
+
+// fitsWithout reports whether the head workload of queue q would fit on
+// c (by quota, borrowing allowed, and by placement) if its candidate set
+// were gone: its queue's own candidates, and with others those of the
+// cohort's borrowing queues.
+func (s *Snapshot) fitsWithout(q int, head *Workload, topo Level, c cand, others bool) bool {
+	f := int(c.f)
+	sh := s.shadowFor(q, head, f, others)
+	freed := 0 // how much lower the cohort's use would be
+	if others {
+		for r, g := range sh.oth {
+			if g > 0 {
+				rq := &s.ix.queues[r].quota[f]
+				u := s.used[r][f]
+				freed += max(0, u-rq.guaranteed) - max(0, u-g-rq.guaranteed)
+			}
+		}
+	}
+	if head.GPUs > s.availableWith(q, f, s.used[q][f]-sh.own, freed) {
+		return false
+	}
+	k, pods := int(c.per), int(c.pods)
+	switch topo {
+	case LevelHost:
+		for v := pods * k; v < len(sh.cnt); v++ {
+			if sh.cnt[v] > 0 {
+				return true
+			}
+		}
+		return false
+	case LevelRack:
+		for _, cnt := range sh.rack {
+			if podCap(cnt, k, pods) {
+				return true
+			}
+		}
+		return false
+	case LevelBlock:
+		for _, cnt := range sh.block {
+			if podCap(cnt, k, pods) {
+				return true
+			}
+		}
+		return false
+	}
+	return podCap(sh.cnt, k, pods)
+}
+
+// pcache remembers that Kueue's reclaim search failed for a class's head
+// on one candidate flavor although fitsWithout passed (other queues stop
+// being candidates once back at nominal). It stays valid only while
+// nothing is freed on the flavor, no queue starts or stops borrowing
+// there, and no borrowing queue admits more there.
+type pcache struct {
+	ok      bool
+	prio    int32     // the head it was computed for: later heads of
+	created time.Time // lower priority or later Created have fewer candidates
+	freed   int64
+	flip    uint64
+	reclaim uint64
+}
+
+func (s *Snapshot) cachedMiss(c *class, i int, head *Workload) bool {
+	if len(c.pcache) == 0 {
+		return false
+	}
+	e := &c.pcache[i]
+	f := c.cands[i].f
+	return e.ok && (head.Priority < e.prio || (head.Priority == e.prio && !head.Created.Before(e.created))) &&
+		e.freed == s.freedGPUs[f] && e.flip == s.flipGen[f] && e.reclaim == s.reclaimGen[f]
+}
+
+func (s *Snapshot) rememberMiss(c *class, i int, head *Workload) {
+	if len(c.pcache) != len(c.cands) {
+		c.pcache = make([]pcache, len(c.cands))
+	}
+	f := c.cands[i].f
+	c.pcache[i] = pcache{ok: true, prio: head.Priority, created: head.Created,
+		freed: s.freedGPUs[f], flip: s.flipGen[f], reclaim: s.reclaimGen[f]}
+}
+
+// liftScratch prepares the scratch free counts used by greedyFits: h[n]
+// is node n's free count with some workloads lifted off, valid where
+// seen[n].
+func (s *Snapshot) liftScratch() *scratch {
+	sc := s.scratchBuf()
+	if len(sc.h) != len(s.nodeFree) {
+		sc.h = make([]int32, len(s.nodeFree))
+		sc.seen = make([]bool, len(s.nodeFree))
+	}
+	sc.touched = sc.touched[:0]
+	return sc
+}
+
+func (s *Snapshot) unlift(sc *scratch) {
+	for _, n := range sc.touched {
+		sc.seen[n] = false
+	}
+	sc.touched = sc.touched[:0]
+}
+
+// podCount is how many pods of k GPUs the nodes counted by cnt can host.
+func podCount(cnt []int32, k int) int {
+	have := 0
+	for v := k; v < len(cnt); v++ {
+		have += int(cnt[v]) * (v / k)
+	}
+	return have
+}

@@ -1,0 +1,507 @@
+package allocator
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Snapshot is the state of a cluster at one instant: which workloads are
+// pending, which are admitted where, how much of each quota and node is
+// used, and each queue's decayed usage. It is not safe for concurrent use;
+// Clone it to ask what-if questions in parallel.
+type Snapshot struct {
+	c   *Cluster
+	ix  *index
+	now time.Time
+	ver uint64 // bumped by every mutation; undo functions check it
+
+	ws        []wl
+	byID      map[string]int32
+	freeSlots []int32
+
+	nodeFree  []int32
+	fl        []flState
+	rackCnt   [][]int32 // per rack: number of nodes per free count
+	blockCnt  [][]int32
+	rackFree  []int // per rack: free GPUs
+	blockFree []int
+
+	used     [][]int // [queue][flavor] admitted GPUs
+	running  []int   // [queue] admitted GPUs over all flavors
+	cohortC  [][]int // [cohort][flavor] Σ max(0, used - guaranteed)
+	usage    []float64
+	nPending []int // [queue]
+
+	adm      [][]admList // [queue][flavor]
+	classes  []class
+	classIdx map[classKey]int32
+
+	// Caches behind automatic preemption (see shadow.go), not state:
+	// per flavor, GPUs freed so far, queues starting or stopping to
+	// borrow, and admissions by borrowing queues (monotone counters).
+	freedGPUs  []int64
+	flipGen    []uint64
+	reclaimGen []uint64
+	shadows    *shadowSet // not cloned
+	cycleNo    uint64
+
+	scratch *scratch // reusable buffers; not state, not cloned
+}
+
+// wl is one workload slot.
+type wl struct {
+	w     Workload // w.Admission is never mutated in place once set
+	live  bool
+	q     int32
+	cls   int32
+	fl    int32   // admission flavor, -1 while pending
+	per   int32   // GPUs per pod when admitted
+	nodes []int32 // global node id of each pod when admitted (immutable)
+	atSec int64   // Admission.At, for fast comparisons
+	atNs  int32
+}
+
+// classKey groups pending workloads with identical requirements: they fit
+// or fail to fit together.
+type classKey struct {
+	q    int32
+	gpus int
+	topo Level
+	pin  int32 // pinned flavor or -1
+}
+
+// cand is one flavor a class may use, with its pod shape there.
+type cand struct {
+	f    int32
+	pods int32
+	per  int32
+	// never is set when the request cannot fit on the flavor even with
+	// the whole cluster free, by quota or by topology; admission and
+	// preemption skip such candidates.
+	never bool
+}
+
+type class struct {
+	key     classKey
+	cands   []cand  // immutable, shared by clones
+	members []int32 // pending slots in static order
+	pcache  []pcache
+}
+
+// admList keeps a queue's admitted workloads on one flavor in preemption
+// candidate order, with GPU totals per priority for quick bounds.
+type admList struct {
+	slots     []int32
+	byCreated []int32   // the same, by priority, Created and ID
+	prio      []prioSum // ascending priority
+}
+
+type prioSum struct {
+	prio int32
+	gpus int
+	n    int
+}
+
+type flState struct {
+	cnt   []int32    // nodes per free count 0..maxGPUs
+	bits  [][]uint64 // per free count: bitset over flavor node positions
+	free  int
+	mix   []int32 // requests per pod size 1..gpn (pending candidates + admitted)
+	fragS []int64 // cached scaled measure (a) per free count, see fragTable
+	dirty bool
+}
+
+// NewSnapshot validates c (unique names, nodes' flavors exist, queues'
+// flavors and quotas exist, GPUs > 0, policies valid) and the workloads
+// (unique IDs, known queue, pods fit shapes, admitted ones placed on
+// existing nodes of the admission flavor without exceeding node capacity)
+// and builds the indexes. usage is the decayed usage per queue in
+// GPU-hours for fair sharing; nil means zero. The snapshot keeps its own
+// copies of everything. Admitted workloads are not checked against quota
+// (a real cluster may be over-admitted after a quota change) nor against
+// their topology requirement.
+func NewSnapshot(c *Cluster, now time.Time, workloads []Workload, usage map[string]float64) (*Snapshot, error) {
+	if c == nil {
+		return nil, invalidf("cluster is nil")
+	}
+	cc := cloneCluster(c)
+	ix, err := buildIndex(cc)
+	if err != nil {
+		return nil, err
+	}
+	s := newEmpty(cc, ix, now)
+	for name, u := range usage {
+		q, ok := ix.queueIdx[name]
+		if !ok {
+			return nil, invalidf("usage for unknown queue %q", name)
+		}
+		if math.IsNaN(u) || math.IsInf(u, 0) || u < 0 {
+			return nil, invalidf("usage of queue %q is %v; want a finite number >= 0", name, u)
+		}
+		s.usage[q] = u
+	}
+	order := make([]int, len(workloads))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(workloads[a].ID, workloads[b].ID) })
+	for _, i := range order {
+		if _, err := s.add(workloads[i]); err != nil {
+			return nil, err
+		}
+	}
+	s.ver = 0
+	return s, nil
+}
+
+func newEmpty(c *Cluster, ix *index, now time.Time) *Snapshot {
+	nq, nf := len(ix.queues), len(ix.flavors)
+	s := &Snapshot{
+		c:          c,
+		ix:         ix,
+		now:        now,
+		byID:       map[string]int32{},
+		nodeFree:   make([]int32, len(ix.nodes)),
+		fl:         make([]flState, nf),
+		rackCnt:    make([][]int32, len(ix.racks)),
+		blockCnt:   make([][]int32, len(ix.blocks)),
+		rackFree:   make([]int, len(ix.racks)),
+		blockFree:  make([]int, len(ix.blocks)),
+		used:       make([][]int, nq),
+		running:    make([]int, nq),
+		cohortC:    make([][]int, len(ix.cohorts)),
+		usage:      make([]float64, nq),
+		nPending:   make([]int, nq),
+		adm:        make([][]admList, nq),
+		classIdx:   map[classKey]int32{},
+		freedGPUs:  make([]int64, nf),
+		flipGen:    make([]uint64, nf),
+		reclaimGen: make([]uint64, nf),
+	}
+	for f := range ix.flavors {
+		fi := &ix.flavors[f]
+		st := &s.fl[f]
+		st.cnt = make([]int32, fi.maxGPUs+1)
+		st.bits = make([][]uint64, fi.maxGPUs+1)
+		for v := range st.bits {
+			st.bits[v] = make([]uint64, fi.words)
+		}
+		st.mix = make([]int32, fi.gpn+1)
+		st.dirty = true
+	}
+	for d, di := range ix.racks {
+		s.rackCnt[d] = make([]int32, ix.flavors[di.flavor].maxGPUs+1)
+	}
+	for d, di := range ix.blocks {
+		s.blockCnt[d] = make([]int32, ix.flavors[di.flavor].maxGPUs+1)
+	}
+	for n, ni := range ix.nodes {
+		g := ni.gpus
+		s.nodeFree[n] = int32(g)
+		st := &s.fl[ni.flavor]
+		st.cnt[g]++
+		st.bits[g][ni.pos/64] |= 1 << (ni.pos % 64)
+		st.free += g
+		s.rackCnt[ni.rack][g]++
+		s.blockCnt[ni.block][g]++
+		s.rackFree[ni.rack] += g
+		s.blockFree[ni.block] += g
+	}
+	for q := range ix.queues {
+		s.used[q] = make([]int, nf)
+		s.adm[q] = make([]admList, nf)
+	}
+	for co := range ix.cohorts {
+		s.cohortC[co] = make([]int, nf)
+	}
+	return s
+}
+
+// Now returns the snapshot's current time.
+func (s *Snapshot) Now() time.Time { return s.now }
+
+// Cluster returns the snapshot's cluster. It is shared by clones and must
+// be treated as read-only.
+func (s *Snapshot) Cluster() *Cluster { return s.c }
+
+// Clone returns a deep copy of s; the Cluster is shared read-only. Undo
+// functions obtained from s do not apply to the clone.
+func (s *Snapshot) Clone() *Snapshot {
+	out := &Snapshot{
+		c:          s.c,
+		ix:         s.ix,
+		now:        s.now,
+		ver:        s.ver,
+		ws:         slices.Clone(s.ws),
+		byID:       maps.Clone(s.byID),
+		freeSlots:  slices.Clone(s.freeSlots),
+		nodeFree:   slices.Clone(s.nodeFree),
+		fl:         make([]flState, len(s.fl)),
+		rackCnt:    clone2(s.rackCnt),
+		blockCnt:   clone2(s.blockCnt),
+		rackFree:   slices.Clone(s.rackFree),
+		blockFree:  slices.Clone(s.blockFree),
+		used:       clone2(s.used),
+		running:    slices.Clone(s.running),
+		cohortC:    clone2(s.cohortC),
+		usage:      slices.Clone(s.usage),
+		nPending:   slices.Clone(s.nPending),
+		adm:        make([][]admList, len(s.adm)),
+		classes:    slices.Clone(s.classes),
+		classIdx:   maps.Clone(s.classIdx),
+		freedGPUs:  slices.Clone(s.freedGPUs),
+		flipGen:    slices.Clone(s.flipGen),
+		reclaimGen: slices.Clone(s.reclaimGen),
+		cycleNo:    s.cycleNo,
+	}
+	for f, st := range s.fl {
+		out.fl[f] = flState{
+			cnt:   slices.Clone(st.cnt),
+			bits:  clone2(st.bits),
+			free:  st.free,
+			mix:   slices.Clone(st.mix),
+			fragS: slices.Clone(st.fragS),
+			dirty: st.dirty,
+		}
+	}
+	for q, lists := range s.adm {
+		out.adm[q] = make([]admList, len(lists))
+		for f, l := range lists {
+			out.adm[q][f] = admList{slots: slices.Clone(l.slots), byCreated: slices.Clone(l.byCreated), prio: slices.Clone(l.prio)}
+		}
+	}
+	for i := range out.classes {
+		out.classes[i].members = slices.Clone(out.classes[i].members)
+		out.classes[i].pcache = slices.Clone(out.classes[i].pcache)
+	}
+	return out
+}
+
+func clone2[T any](in [][]T) [][]T {
+	out := make([][]T, len(in))
+	for i, v := range in {
+		out[i] = slices.Clone(v)
+	}
+	return out
+}
+
+// Workload returns a copy of the workload with the given ID.
+func (s *Snapshot) Workload(id string) (Workload, bool) {
+	slot, ok := s.byID[id]
+	if !ok {
+		return Workload{}, false
+	}
+	return copyWorkload(s.ws[slot].w), true
+}
+
+// Workloads returns copies of all workloads, sorted by ID. Passing them to
+// NewSnapshot with s.Cluster(), s.Now() and s.Usage() rebuilds an
+// equivalent snapshot.
+func (s *Snapshot) Workloads() []Workload {
+	out := make([]Workload, 0, len(s.byID))
+	for _, slot := range s.byID {
+		out = append(out, copyWorkload(s.ws[slot].w))
+	}
+	slices.SortFunc(out, func(a, b Workload) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
+// Usage returns a copy of every queue's decayed usage in GPU-hours.
+func (s *Snapshot) Usage() map[string]float64 {
+	out := make(map[string]float64, len(s.usage))
+	for q, u := range s.usage {
+		out[s.ix.queues[q].name] = u
+	}
+	return out
+}
+
+func copyWorkload(w Workload) Workload {
+	if w.Admission != nil {
+		a := copyAdmission(w.Admission)
+		w.Admission = a
+	}
+	return w
+}
+
+func copyAdmission(a *Admission) *Admission {
+	if a == nil {
+		return nil
+	}
+	c := *a
+	c.Nodes = slices.Clone(a.Nodes)
+	return &c
+}
+
+// candsFor lists the flavors a workload of queue q asking for gpus GPUs
+// (pinned to pin, or -1) may use, in the queue's order, skipping flavors
+// where the request has no valid pod shape.
+func (s *Snapshot) candsFor(q int, gpus int, pin int, topo Level) []cand {
+	var out []cand
+	for _, f := range s.ix.queues[q].flavors {
+		if pin >= 0 && f != pin {
+			continue
+		}
+		pods, per, err := PodShape(gpus, s.ix.flavors[f].gpn)
+		if err != nil {
+			continue
+		}
+		never := gpus > s.ix.potential(q, f) || !s.ix.possible(f, pods, per, topo)
+		out = append(out, cand{f: int32(f), pods: int32(pods), per: int32(per), never: never})
+	}
+	return out
+}
+
+// resolve validates a workload's static fields and returns its queue,
+// pinned flavor and candidate flavors.
+func (s *Snapshot) resolve(w *Workload) (q, pin int, cands []cand, err error) {
+	q, ok := s.ix.queueIdx[w.Queue]
+	if !ok {
+		return 0, 0, nil, invalidf("workload %q: unknown queue %q", w.ID, w.Queue)
+	}
+	if w.GPUs <= 0 {
+		return 0, 0, nil, invalidf("workload %q: GPUs %d must be > 0", w.ID, w.GPUs)
+	}
+	if w.Topology < LevelNone || w.Topology > LevelBlock {
+		return 0, 0, nil, invalidf("workload %q: unknown topology level %d", w.ID, int(w.Topology))
+	}
+	if w.Duration < 0 {
+		return 0, 0, nil, invalidf("workload %q: negative duration %v", w.ID, w.Duration)
+	}
+	pin = -1
+	if w.Flavor != "" {
+		f, ok := s.ix.flavorIdx[w.Flavor]
+		if !ok || !s.ix.queues[q].quota[f].has {
+			return 0, 0, nil, invalidf("workload %q: flavor %q is not one of queue %q's flavors", w.ID, w.Flavor, w.Queue)
+		}
+		pin = f
+	}
+	if k, ok := s.classIdx[classKey{q: int32(q), gpus: w.GPUs, topo: w.Topology, pin: int32(pin)}]; ok {
+		cands = s.classes[k].cands
+	} else {
+		cands = s.candsFor(q, w.GPUs, pin, w.Topology)
+	}
+	if len(cands) == 0 {
+		f := s.ix.queues[q].flavors[0]
+		if pin >= 0 {
+			f = pin
+		}
+		_, _, perr := PodShape(w.GPUs, s.ix.flavors[f].gpn)
+		return 0, 0, nil, invalidf("workload %q: no flavor of queue %q can run it: %v", w.ID, w.Queue, perr)
+	}
+	return q, pin, cands, nil
+}
+
+// classFor returns the class of the given requirements, creating it.
+func (s *Snapshot) classFor(q int, gpus int, topo Level, pin int, cands []cand) int32 {
+	k := classKey{q: int32(q), gpus: gpus, topo: topo, pin: int32(pin)}
+	if c, ok := s.classIdx[k]; ok {
+		return c
+	}
+	c := int32(len(s.classes))
+	s.classes = append(s.classes, class{key: k, cands: cands})
+	s.classIdx[k] = c
+	return c
+}
+
+// staticCmp orders pending workloads of one queue: priority descending,
+// then Created, then ID.
+func staticCmp(a, b *Workload) int {
+	if a.Priority != b.Priority {
+		return cmp.Compare(b.Priority, a.Priority)
+	}
+	if c := a.Created.Compare(b.Created); c != 0 {
+		return c
+	}
+	return strings.Compare(a.ID, b.ID)
+}
+
+// victimCmp orders admitted workloads as preemption candidates: lower
+// priority first, then most recently admitted first, then ID.
+func victimCmp(a, b *wl) int {
+	if a.w.Priority != b.w.Priority {
+		return cmp.Compare(a.w.Priority, b.w.Priority)
+	}
+	if a.atSec != b.atSec {
+		return cmp.Compare(b.atSec, a.atSec)
+	}
+	if a.atNs != b.atNs {
+		return cmp.Compare(b.atNs, a.atNs)
+	}
+	return strings.Compare(a.w.ID, b.w.ID)
+}
+
+// createdCmp orders workloads by priority, Created and ID.
+func createdCmp(a, b *Workload) int {
+	if a.Priority != b.Priority {
+		return cmp.Compare(a.Priority, b.Priority)
+	}
+	if c := a.Created.Compare(b.Created); c != 0 {
+		return c
+	}
+	return strings.Compare(a.ID, b.ID)
+}
+
+func (s *Snapshot) insertMember(c int32, slot int32) {
+	cl := &s.classes[c]
+	w := &s.ws[slot].w
+	i, _ := slices.BinarySearchFunc(cl.members, slot, func(m, _ int32) int { return staticCmp(&s.ws[m].w, w) })
+	cl.members = slices.Insert(cl.members, i, slot)
+}
+
+func (s *Snapshot) removeMember(c int32, slot int32) {
+	cl := &s.classes[c]
+	w := &s.ws[slot].w
+	i, ok := slices.BinarySearchFunc(cl.members, slot, func(m, _ int32) int { return staticCmp(&s.ws[m].w, w) })
+	if ok {
+		cl.members = slices.Delete(cl.members, i, i+1)
+	}
+}
+
+func (s *Snapshot) insertAdmitted(slot int32) {
+	x := &s.ws[slot]
+	l := &s.adm[x.q][x.fl]
+	i, _ := slices.BinarySearchFunc(l.slots, slot, func(m, _ int32) int { return victimCmp(&s.ws[m], x) })
+	l.slots = slices.Insert(l.slots, i, slot)
+	i, _ = slices.BinarySearchFunc(l.byCreated, slot, func(m, _ int32) int { return createdCmp(&s.ws[m].w, &x.w) })
+	l.byCreated = slices.Insert(l.byCreated, i, slot)
+	j, ok := slices.BinarySearchFunc(l.prio, x.w.Priority, func(p prioSum, t int32) int { return cmp.Compare(p.prio, t) })
+	if !ok {
+		l.prio = slices.Insert(l.prio, j, prioSum{prio: x.w.Priority})
+	}
+	l.prio[j].gpus += x.w.GPUs
+	l.prio[j].n++
+}
+
+func (s *Snapshot) removeAdmitted(slot int32) {
+	x := &s.ws[slot]
+	l := &s.adm[x.q][x.fl]
+	i, ok := slices.BinarySearchFunc(l.slots, slot, func(m, _ int32) int { return victimCmp(&s.ws[m], x) })
+	if ok {
+		l.slots = slices.Delete(l.slots, i, i+1)
+	}
+	i, ok = slices.BinarySearchFunc(l.byCreated, slot, func(m, _ int32) int { return createdCmp(&s.ws[m].w, &x.w) })
+	if ok {
+		l.byCreated = slices.Delete(l.byCreated, i, i+1)
+	}
+	j, ok := slices.BinarySearchFunc(l.prio, x.w.Priority, func(p prioSum, t int32) int { return cmp.Compare(p.prio, t) })
+	if ok {
+		l.prio[j].gpus -= x.w.GPUs
+		l.prio[j].n--
+		if l.prio[j].n == 0 {
+			l.prio = slices.Delete(l.prio, j, j+1)
+		}
+	}
+}
+
+func (s *Snapshot) lookup(id string) (int32, error) {
+	slot, ok := s.byID[id]
+	if !ok {
+		return 0, fmt.Errorf("%w: %q", ErrNotFound, id)
+	}
+	return slot, nil
+}

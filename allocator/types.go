@@ -1,0 +1,199 @@
+package allocator
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Level is a topology level a workload may require all its pods to share.
+type Level int
+
+const (
+	// LevelNone places pods anywhere in the flavor.
+	LevelNone Level = iota
+	// LevelHost requires all pods on one node.
+	LevelHost
+	// LevelRack requires all pods in one rack.
+	LevelRack
+	// LevelBlock requires all pods in one block.
+	LevelBlock
+)
+
+var levelNames = [...]string{"", "host", "rack", "block"}
+
+// String returns "host", "rack", "block", or "" for LevelNone.
+func (l Level) String() string {
+	if l < 0 || int(l) >= len(levelNames) {
+		return fmt.Sprintf("Level(%d)", int(l))
+	}
+	return levelNames[l]
+}
+
+// ParseLevel is the inverse of Level.String; "" and "none" give LevelNone.
+func ParseLevel(s string) (Level, error) {
+	switch strings.ToLower(s) {
+	case "", "none":
+		return LevelNone, nil
+	case "host":
+		return LevelHost, nil
+	case "rack":
+		return LevelRack, nil
+	case "block":
+		return LevelBlock, nil
+	}
+	return LevelNone, fmt.Errorf("unknown topology level %q (want host, rack or block)", s)
+}
+
+// Flavor is a kind of GPU node (a Kueue ResourceFlavor).
+type Flavor struct {
+	Name string
+	// GPUsPerNode is the flavor's usual node size; it decides how a
+	// request is split into pods (see PodShape).
+	GPUsPerNode int
+}
+
+// Node is one GPU node. Host is the node name itself.
+type Node struct {
+	Name   string
+	Flavor string
+	GPUs   int
+	Block  string
+	Rack   string
+}
+
+// Quota is a ClusterQueue's quota for one flavor, with Kueue's meaning:
+// BorrowingLimit caps how much above Nominal the queue may use from its
+// cohort (nil: no cap); LendingLimit caps how much of its unused Nominal
+// the queue lends to the cohort (nil: all of it).
+type Quota struct {
+	Nominal        int
+	BorrowingLimit *int
+	LendingLimit   *int
+}
+
+// Preemption policies, named as in Kueue's ClusterQueue spec.preemption.
+const (
+	PreemptNever                     = "Never"
+	PreemptLowerPriority             = "LowerPriority"
+	PreemptLowerOrNewerEqualPriority = "LowerOrNewerEqualPriority"
+	PreemptAny                       = "Any"
+)
+
+// Preemption is a ClusterQueue's automatic preemption policy.
+type Preemption struct {
+	// WithinClusterQueue: Never, LowerPriority or LowerOrNewerEqualPriority.
+	WithinClusterQueue string
+	// ReclaimWithinCohort: Never, LowerPriority or Any.
+	ReclaimWithinCohort string
+}
+
+// Queue is one team's ClusterQueue.
+type Queue struct {
+	Name   string
+	Cohort string // "" for none
+	// Flavors lists the flavors the queue may use, in the order Kueue's
+	// flavor assignment tries them.
+	Flavors    []string
+	Quotas     map[string]Quota
+	Weight     float64 // fair-sharing weight; 0 means 1
+	Preemption Preemption
+}
+
+// Mode selects the admission ordering.
+type Mode string
+
+const (
+	// BestEffortFIFO orders pending work by priority, then arrival; a
+	// workload that does not fit does not block the ones behind it.
+	BestEffortFIFO Mode = "BestEffortFIFO"
+	// FairSharing (Admission Fair Sharing) orders by priority, then by the
+	// queue's decayed usage divided by its weight, then arrival.
+	FairSharing Mode = "AdmissionFairSharing"
+)
+
+// Policy is the cluster-wide admission policy.
+type Policy struct {
+	Mode Mode // "" means BestEffortFIFO
+	// HalfLife of the decayed usage (see DecayUsage); 0 means no decay.
+	// Usage accrues in both modes; only FairSharing orders by it.
+	HalfLife time.Duration
+	// EntryPenalty is added to a queue's usage, as GPUs × EntryPenalty
+	// GPU-hours, at each admission (FairSharing only), so that one queue
+	// does not take a whole cycle's capacity before its usage catches up.
+	EntryPenalty time.Duration
+}
+
+// Cluster is the static part of the model: what exists and the rules.
+// NewSnapshot keeps its own copy, which every clone of the snapshot
+// shares and nobody may modify.
+type Cluster struct {
+	Flavors []Flavor
+	Nodes   []Node
+	Queues  []Queue
+	Policy  Policy
+}
+
+// Workload is one request for GPUs, pending or admitted.
+type Workload struct {
+	ID       string
+	Queue    string
+	Priority int32
+	GPUs     int
+	// Flavor, if set, pins the workload to one flavor; otherwise the
+	// queue's flavors are tried in order.
+	Flavor   string
+	Topology Level
+	// Created orders workloads of equal priority (FIFO).
+	Created time.Time
+	// Duration is the requested run time (Kueue max execution time).
+	// Zero means unknown.
+	Duration time.Duration
+	// Admission is nil while pending.
+	Admission *Admission
+}
+
+// Admission records where and when a workload was admitted.
+type Admission struct {
+	Flavor string
+	At     time.Time
+	// Nodes has one entry per pod: the node it runs on.
+	Nodes []string
+}
+
+// Reason is the category of what a pending workload waits for (see
+// Snapshot.Diagnose for how it is chosen).
+type Reason string
+
+// Reasons, from the most to the least fundamental.
+const (
+	ReasonNone          Reason = ""              // not waiting (or nothing to say)
+	ReasonQuota         Reason = "quota"         // the team's own quota or borrowing limit
+	ReasonCohort        Reason = "cohort"        // the shared pool is used by other teams
+	ReasonCapacity      Reason = "capacity"      // not enough free GPUs of the flavor
+	ReasonFragmentation Reason = "fragmentation" // enough free GPUs, but scattered
+	ReasonTopology      Reason = "topology"      // fits, but not within one host/rack/block
+	ReasonPriority      Reason = "priority"      // higher-priority work goes first
+	ReasonApproval      Reason = "approval"      // held until a lead approves (set by callers)
+)
+
+// Event is something that happened to a workload.
+type Event struct {
+	Kind EventKind
+	ID   string
+	At   time.Time
+	// Admission is set for EventAdmitted.
+	Admission *Admission
+	// By names the workload whose admission caused a preemption.
+	By string
+}
+
+// EventKind enumerates Event kinds.
+type EventKind string
+
+// Event kinds.
+const (
+	EventAdmitted  EventKind = "admitted"
+	EventPreempted EventKind = "preempted" // evicted and requeued
+	EventFinished  EventKind = "finished"  // ran its duration (or was released)
+)

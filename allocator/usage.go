@@ -1,0 +1,199 @@
+package allocator
+
+import (
+	"container/heap"
+	"math"
+	"strings"
+	"time"
+)
+
+// DecayUsage returns the decayed usage, in GPU-hours, after dt during
+// which runningGPUs GPUs were in use, starting from usage: the exact
+// integral usage·2^(−dt/H) + R·(H/ln 2)·(1 − 2^(−dt/H)) with H the half
+// life in hours. A zero halfLife means no decay: usage + R·dt. A dt <= 0
+// returns usage unchanged.
+func DecayUsage(usage float64, runningGPUs int, dt, halfLife time.Duration) float64 {
+	if dt <= 0 {
+		return usage
+	}
+	r := float64(runningGPUs)
+	if halfLife <= 0 {
+		return usage + r*dt.Hours()
+	}
+	h := halfLife.Hours()
+	keep := math.Exp2(-dt.Hours() / h)
+	return usage*keep + r*(h/math.Ln2)*(1-keep)
+}
+
+// QueueStanding is one queue's fair-sharing standing.
+type QueueStanding struct {
+	Queue, Cohort string
+	Weight        float64 // effective weight: a configured 0 counts as 1
+	Usage         float64 // decayed GPU-hours
+	Share         float64 // Usage/Weight (weight 0 counts as 1), what FairSharing orders by
+	// Per flavor: admitted GPUs, nominal quota, and max(0, Used−Nominal).
+	Used, Nominal, Borrowing map[string]int
+	Pending                  int
+}
+
+// Standing returns every queue's standing, in Cluster order.
+func (s *Snapshot) Standing() []QueueStanding {
+	out := make([]QueueStanding, len(s.ix.queues))
+	for q := range s.ix.queues {
+		qi := &s.ix.queues[q]
+		st := QueueStanding{
+			Queue:     qi.name,
+			Cohort:    s.c.Queues[q].Cohort,
+			Weight:    qi.weight,
+			Usage:     s.usage[q],
+			Share:     s.usage[q] / qi.weight,
+			Used:      map[string]int{},
+			Nominal:   map[string]int{},
+			Borrowing: map[string]int{},
+			Pending:   s.nPending[q],
+		}
+		for _, f := range qi.flavors {
+			name := s.ix.flavors[f].name
+			st.Used[name] = s.used[q][f]
+			st.Nominal[name] = qi.quota[f].nominal
+			st.Borrowing[name] = max(0, s.used[q][f]-qi.quota[f].nominal)
+		}
+		out[q] = st
+	}
+	return out
+}
+
+// ending is a scheduled end of one admission. It is stale once the slot
+// no longer holds that admission (finished, evicted, re-admitted).
+type ending struct {
+	at   time.Time
+	slot int32
+	adm  *Admission
+	id   string
+}
+
+type endHeap []ending
+
+func (h endHeap) Len() int { return len(h) }
+func (h endHeap) Less(i, j int) bool {
+	if c := h[i].at.Compare(h[j].at); c != 0 {
+		return c < 0
+	}
+	return strings.Compare(h[i].id, h[j].id) < 0
+}
+func (h endHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *endHeap) Push(x any)   { *h = append(*h, x.(ending)) }
+func (h *endHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+func (s *Snapshot) current(e ending) bool {
+	x := &s.ws[e.slot]
+	return x.live && x.w.Admission == e.adm
+}
+
+// run drives the snapshot through time: ends come from endOf (false: the
+// admission never ends), clamped to Now. From the first step it finishes
+// what ends at the current time, then schedules; it repeats at the next
+// end time while that is not after `until` (or before it, when strict)
+// and stop returns false. Usage accrues between steps.
+func (s *Snapshot) run(until time.Time, strict bool, endOf func(slot int32) (time.Time, bool), emit sink, stop func() bool, scheduleFirst bool) {
+	h := endHeap{}
+	push := func(slot int32) {
+		t, ok := endOf(slot)
+		if !ok {
+			return
+		}
+		x := &s.ws[slot]
+		heap.Push(&h, ending{at: maxTime(t, s.now), slot: slot, adm: x.w.Admission, id: x.w.ID})
+	}
+	for slot := range s.ws {
+		x := &s.ws[slot]
+		if !x.live || x.fl < 0 {
+			continue
+		}
+		if t, ok := endOf(int32(slot)); ok {
+			h = append(h, ending{at: maxTime(t, s.now), slot: int32(slot), adm: x.w.Admission, id: x.w.ID})
+		}
+	}
+	heap.Init(&h)
+	wrapped := func(k EventKind, slot, by int32) {
+		emit(k, slot, by)
+		if k == EventAdmitted {
+			push(slot)
+		}
+	}
+	first := scheduleFirst
+	for {
+		for len(h) > 0 && !s.current(h[0]) {
+			heap.Pop(&h)
+		}
+		if !first {
+			if len(h) == 0 {
+				return
+			}
+			t := h[0].at
+			if t.After(until) || (strict && !t.Before(until)) {
+				return
+			}
+			s.accrue(t)
+		}
+		first = false
+		for len(h) > 0 && !h[0].at.After(s.now) {
+			e := heap.Pop(&h).(ending)
+			if !s.current(e) {
+				continue
+			}
+			emit(EventFinished, e.slot, -1)
+			s.remove(e.slot)
+		}
+		s.schedule(wrapped)
+		if stop != nil && stop() {
+			return
+		}
+	}
+}
+
+// Advance moves time to `to`. It repeatedly takes the earliest end of an
+// admitted workload that is <= to — end(w) for each admitted w (called
+// once per admission, with the admitted workload; a zero time means never);
+// nil end means w.Admission.At + w.Duration, and Duration 0 never ends —
+// accrues usage up to it, finishes (releases) every workload ending then
+// (EventFinished), and runs Schedule. Ends already in the past happen at
+// Now. Finally it accrues usage up to `to` and sets Now = to. Events are
+// in time order. If to is before Now, Advance does nothing.
+func (s *Snapshot) Advance(to time.Time, end func(Workload) time.Time) []Event {
+	if to.Before(s.now) {
+		return nil
+	}
+	endOf := func(slot int32) (time.Time, bool) {
+		x := &s.ws[slot]
+		if end == nil {
+			if x.w.Duration <= 0 {
+				return time.Time{}, false
+			}
+			return x.w.Admission.At.Add(x.w.Duration), true
+		}
+		t := end(copyWorkload(x.w))
+		return t, !t.IsZero()
+	}
+	var out []Event
+	emit := func(k EventKind, slot, by int32) {
+		e := s.event(k, slot, by)
+		out = append(out, e)
+	}
+	s.run(to, false, endOf, emit, nil, false)
+	s.accrue(to)
+	s.ver++
+	return out
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return b
+	}
+	return a
+}
