@@ -56,8 +56,11 @@ type Request struct {
 	CreatedAt time.Time `json:"createdAt"`
 	// SubmittedAt is when the workload went to the cluster (after approval).
 	SubmittedAt time.Time `json:"submittedAt,omitempty"`
-	AdmittedAt  time.Time `json:"admittedAt,omitempty"`
-	EndedAt     time.Time `json:"endedAt,omitempty"`
+	// QueuedAt is when it last entered the queue: at submission, or when
+	// it was preempted and requeued.
+	QueuedAt   time.Time `json:"queuedAt,omitempty"`
+	AdmittedAt time.Time `json:"admittedAt,omitempty"`
+	EndedAt    time.Time `json:"endedAt,omitempty"`
 	// Placement: flavor and nodes of the current (or last) admission.
 	AdmittedFlavor string   `json:"admittedFlavor,omitempty"`
 	Nodes          []string `json:"nodes,omitempty"`

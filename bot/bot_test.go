@@ -1,0 +1,197 @@
+package bot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/gpubot/gpubot/commands"
+)
+
+type handlerFunc func(context.Context, commands.Input) []commands.Output
+
+func (f handlerFunc) Handle(ctx context.Context, in commands.Input) []commands.Output {
+	return f(ctx, in)
+}
+
+// recorder is a Sender that keeps what it was sent.
+type recorder struct {
+	mu   sync.Mutex
+	got  []commands.Output
+	fail map[string]int // reply text → failures left
+	err  error
+	sent chan struct{} // if set, signalled once per delivered output
+}
+
+func (r *recorder) Send(_ context.Context, o commands.Output) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fail[o.Reply.Text] > 0 {
+		r.fail[o.Reply.Text]--
+		return r.err
+	}
+	r.got = append(r.got, o)
+	if r.sent != nil {
+		r.sent <- struct{}{}
+	}
+	return nil
+}
+
+func (r *recorder) texts() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, o := range r.got {
+		out = append(out, o.Reply.Text)
+	}
+	return out
+}
+
+type memDedupe struct {
+	mu   sync.Mutex
+	seen map[string]time.Time
+}
+
+func (m *memDedupe) Seen(_ context.Context, key string, now time.Time, ttl time.Duration) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.seen == nil {
+		m.seen = map[string]time.Time{}
+	}
+	exp, ok := m.seen[key]
+	m.seen[key] = now.Add(ttl)
+	return ok && now.Before(exp), nil
+}
+
+type fixedClock struct{ t time.Time }
+
+func (c *fixedClock) Now() time.Time { return c.t }
+
+func echo(_ context.Context, in commands.Input) []commands.Output {
+	return []commands.Output{
+		{To: commands.Destination{Kind: commands.ToSender}, Reply: commands.Reply{Text: "ack " + in.Text}},
+		{To: commands.Destination{Kind: commands.ToThread, Request: "r1"}, Reply: commands.Reply{Text: "thread " + in.Text}},
+	}
+}
+
+func TestProcessDeliversInOrderAndAddressesTheSender(t *testing.T) {
+	rec := &recorder{}
+	rt := New(handlerFunc(echo), rec)
+	rt.Process(context.Background(), Event{Input: commands.Input{User: "U0ALICE", Channel: "C1", Text: "status"}})
+	want := []commands.Output{
+		{To: commands.Destination{Kind: commands.ToSender, User: "U0ALICE", Channel: "C1"}, Reply: commands.Reply{Text: "ack status"}},
+		{To: commands.Destination{Kind: commands.ToThread, Request: "r1"}, Reply: commands.Reply{Text: "thread status"}},
+	}
+	if diff := cmp.Diff(want, rec.got); diff != "" {
+		t.Errorf("delivered (-want +got):\n%s", diff)
+	}
+}
+
+func TestDuplicateDeliveriesAreProcessedOnce(t *testing.T) {
+	rec := &recorder{}
+	calls := 0
+	h := handlerFunc(func(ctx context.Context, in commands.Input) []commands.Output {
+		calls++
+		return echo(ctx, in)
+	})
+	clock := &fixedClock{t: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)}
+	rt := New(h, rec, WithDeduper(&memDedupe{}, time.Hour, clock))
+	ev := Event{Key: "env-1", Input: commands.Input{User: "U0ALICE", Text: "request 8xh100 4h"}}
+	rt.Process(context.Background(), ev)
+	rt.Process(context.Background(), ev)
+	if calls != 1 {
+		t.Fatalf("handler ran %d times for one delivery key, want 1", calls)
+	}
+	clock.t = clock.t.Add(2 * time.Hour) // past the TTL: a new delivery
+	rt.Process(context.Background(), ev)
+	if calls != 2 {
+		t.Fatalf("after the TTL the handler ran %d times in all, want 2", calls)
+	}
+	// No key: never deduplicated.
+	rt.Process(context.Background(), Event{Input: ev.Input})
+	rt.Process(context.Background(), Event{Input: ev.Input})
+	if calls != 4 {
+		t.Fatalf("events without a key ran the handler %d times in all, want 4", calls)
+	}
+}
+
+func TestPanicInHandlerBecomesAPlainAnswer(t *testing.T) {
+	rec := &recorder{}
+	rt := New(handlerFunc(func(context.Context, commands.Input) []commands.Output { panic("boom") }), rec)
+	rt.Process(context.Background(), Event{Input: commands.Input{User: "U0BOB", Channel: "C9", Text: "x"}})
+	if len(rec.got) != 1 {
+		t.Fatalf("got %d outputs after a panic, want 1 answer to the sender", len(rec.got))
+	}
+	o := rec.got[0]
+	if o.To.Kind != commands.ToSender || o.To.User != "U0BOB" || o.Reply.Text == "" {
+		t.Errorf("answer after a panic = %+v, want a private message to U0BOB", o)
+	}
+}
+
+func TestRetryableSendErrorsAreRetriedAndOthersDropped(t *testing.T) {
+	var slept []time.Duration
+	sleep := func(_ context.Context, d time.Duration) error { slept = append(slept, d); return nil }
+	rec := &recorder{
+		fail: map[string]int{"ack a": 2},
+		err:  &RetryableError{After: 3 * time.Second, Err: errors.New("rate limited")},
+	}
+	rt := New(handlerFunc(echo), rec, WithSleep(sleep))
+	rt.Process(context.Background(), Event{Input: commands.Input{Text: "a"}})
+	if diff := cmp.Diff([]string{"ack a", "thread a"}, rec.texts()); diff != "" {
+		t.Errorf("delivered (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]time.Duration{3 * time.Second, 3 * time.Second}, slept); diff != "" {
+		t.Errorf("waits (-want +got):\n%s", diff)
+	}
+
+	rec = &recorder{fail: map[string]int{"ack b": 1}, err: errors.New("channel_not_found")}
+	rt = New(handlerFunc(echo), rec, WithSleep(sleep))
+	rt.Process(context.Background(), Event{Input: commands.Input{Text: "b"}})
+	if diff := cmp.Diff([]string{"thread b"}, rec.texts()); diff != "" {
+		t.Errorf("a permanent error should drop only that output (-want +got):\n%s", diff)
+	}
+}
+
+func TestSubmitRunsOnWorkersAndKeepsOutboundOrderPerInput(t *testing.T) {
+	const n = 40
+	rec := &recorder{sent: make(chan struct{}, 2*n)}
+	h := handlerFunc(echo)
+	ctx, cancel := context.WithCancel(context.Background())
+	rt := New(h, rec, WithWorkers(3), WithQueue(64))
+	rt.Start(ctx)
+	for i := range n {
+		if err := rt.Submit(Event{Input: commands.Input{Text: fmt.Sprint(i)}}); err != nil {
+			t.Fatalf("Submit %d: %v", i, err)
+		}
+	}
+	for range 2 * n {
+		<-rec.sent
+	}
+	cancel()
+	rt.Wait()
+	pos := map[string]int{}
+	for i, txt := range rec.texts() {
+		pos[txt] = i
+	}
+	for i := range n {
+		a, b := pos[fmt.Sprintf("ack %d", i)], pos[fmt.Sprintf("thread %d", i)]
+		if a >= b {
+			t.Errorf("input %d: reply delivered after its thread update (%d >= %d)", i, a, b)
+		}
+	}
+}
+
+func TestSubmitRefusesWhenTheQueueIsFull(t *testing.T) {
+	rt := New(handlerFunc(echo), &recorder{}, WithQueue(1))
+	if err := rt.Submit(Event{}); err != nil {
+		t.Fatalf("first Submit: %v", err)
+	}
+	if err := rt.Submit(Event{}); !errors.Is(err, ErrBusy) {
+		t.Fatalf("second Submit on a full queue = %v, want ErrBusy", err)
+	}
+}

@@ -1,0 +1,264 @@
+package commands
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/gpubot/gpubot/records"
+)
+
+// act carries out an action on one request, typed or pressed.
+func (s *Service) act(c *call, a Action) {
+	verb := string(a.Name)
+	r, err := s.deps.Requests.GetRequest(c.ctx, a.Request)
+	if err != nil {
+		s.audit(c, c.who.Name, verb, a.Request, "invalid", "no such request")
+		c.private(plain(fmt.Sprintf("There is no request %s. /gpu status lists yours.", a.Request)))
+		return
+	}
+	if err := s.may(c.who, a.Name, r); err != nil {
+		s.audit(c, c.who.Name, verb, r.ID, "refused", err.Error())
+		c.private(plain(capitalize(err.Error()) + ". Nothing was changed."))
+		return
+	}
+	if stale := s.stale(a.Name, r); stale != "" {
+		s.audit(c, c.who.Name, verb, r.ID, "refused", "stale: "+stale)
+		c.private(plain(stale + " Nothing was changed."))
+		return
+	}
+	switch a.Name {
+	case VerbApprove:
+		s.approve(c, r)
+	case VerbDeny:
+		s.deny(c, r, a.Arg)
+	case VerbCancel, VerbRelease:
+		s.stop(c, r, a.Name)
+	case VerbExtend:
+		d, err := ParseDuration(a.Arg)
+		if err != nil {
+			s.audit(c, c.who.Name, verb, r.ID, "invalid", err.Error())
+			c.private(plain(fmt.Sprintf("Cannot extend %s: %s. Example: /gpu extend %s 2h", r.ID, err, r.ID)))
+			return
+		}
+		s.extend(c, r, d)
+	case VerbPreempt:
+		s.preempt(c, r)
+	}
+}
+
+// stale explains why an action no longer applies to r in its state, or "".
+func (s *Service) stale(v Verb, r records.Request) string {
+	if r.State.Final() {
+		return fmt.Sprintf("%s is already %s%s.", r.ID, r.State, s.when(r.EndedAt))
+	}
+	switch v {
+	case VerbApprove, VerbDeny:
+		if r.State != records.StateAwaitingApproval {
+			if r.ApprovedBy != "" {
+				return fmt.Sprintf("%s was already approved by %s; it is %s.", r.ID, r.ApprovedBy, r.State)
+			}
+			return fmt.Sprintf("%s does not need approval; it is %s.", r.ID, r.State)
+		}
+	case VerbPreempt:
+		switch r.State {
+		case records.StateAwaitingApproval:
+			return fmt.Sprintf("%s is waiting for approval; approve it first.", r.ID)
+		case records.StateRunning:
+			return fmt.Sprintf("%s is already running.", r.ID)
+		}
+	}
+	return ""
+}
+
+func (s *Service) when(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return " (" + s.clock(t) + ")"
+}
+
+func (s *Service) approve(c *call, r records.Request) {
+	r.ApprovedBy = c.who.Name
+	s.audit(c, c.who.Name, "approve", r.ID, "ok", s.role(c.who, r.Team))
+	c.emit(thread(r.ID, plain(fmt.Sprintf("Approved by %s.", c.who.Name))))
+	if c.who.Name != r.Requester {
+		c.emit(s.dm(r.Requester, plain(fmt.Sprintf("%s approved your request %s (%s).", c.who.Name, r.ID, describe(r)))))
+	}
+	before := len(c.outs)
+	s.submit(c, r)
+	// submit puts the card first; for an existing request it is an update.
+	for i := range c.outs[:before+1] {
+		if c.outs[i].To.Kind == ToChannel && c.outs[i].To.Request == r.ID {
+			c.outs[i].To = Destination{Kind: UpdateCard, Request: r.ID}
+		}
+	}
+	c.private(plain(fmt.Sprintf("Approved %s.", r.ID)))
+}
+
+func (s *Service) deny(c *call, r records.Request, reason string) {
+	r.State = records.StateDenied
+	r.DeniedBy = c.who.Name
+	r.DenyReason = reason
+	r.EndedAt = c.now
+	r.EndReason = "denied by " + c.who.Name
+	if err := s.deps.Requests.PutRequest(c.ctx, r); err != nil {
+		s.failed(c, "saving "+r.ID, err)
+		return
+	}
+	s.audit(c, c.who.Name, "deny", r.ID, "ok", reason)
+	msg := fmt.Sprintf("Denied by %s.", c.who.Name)
+	if reason != "" {
+		msg = fmt.Sprintf("Denied by %s: %s", c.who.Name, reason)
+	}
+	c.emit(thread(r.ID, plain(msg)), s.updateCard(c, r))
+	if c.who.Name != r.Requester {
+		c.emit(s.dm(r.Requester, plain(fmt.Sprintf("Your request %s (%s) was denied by %s%s.", r.ID, describe(r), c.who.Name, suffix(": ", reason)))))
+	}
+	c.private(plain(fmt.Sprintf("Denied %s.", r.ID)))
+}
+
+// stop cancels a request that has not started or releases a running one.
+func (s *Service) stop(c *call, r records.Request, verb Verb) {
+	running := r.State == records.StateRunning
+	inCluster := r.State == records.StateQueued || running
+	if inCluster {
+		events, err := s.deps.Cluster.Apply(c.ctx, Op{Kind: OpRemove, ID: r.ID})
+		if err != nil {
+			s.audit(c, c.who.Name, string(verb), r.ID, "error", err.Error())
+			s.failed(c, "stopping "+r.ID, err)
+			return
+		}
+		defer s.observe(c, events, "")
+	}
+	r.EndedAt = c.now
+	var msg, note string
+	if running {
+		r.State = records.StateFinished
+		r.EndReason = "released by " + c.who.Name
+		s.recordUsage(c, r)
+		msg = fmt.Sprintf("Released by %s after %s; its %d GPUs are free again.", c.who.Name, fmtDuration(c.now.Sub(r.AdmittedAt)), r.GPUs)
+		if verb == VerbCancel {
+			note = " It was running, so it was released."
+		}
+	} else {
+		r.State = records.StateCancelled
+		r.EndReason = "cancelled by " + c.who.Name
+		msg = fmt.Sprintf("Cancelled by %s before it started.", c.who.Name)
+		if verb == VerbRelease {
+			note = " It had not started, so it was cancelled."
+		}
+	}
+	if err := s.deps.Requests.PutRequest(c.ctx, r); err != nil {
+		s.failed(c, "saving "+r.ID, err)
+		return
+	}
+	s.audit(c, c.who.Name, string(verb), r.ID, "ok", r.EndReason)
+	c.emit(thread(r.ID, plain(msg)), s.updateCard(c, r))
+	c.private(plain(fmt.Sprintf("%s: %s%s", r.ID, lowerFirst(msg), note)))
+}
+
+func (s *Service) extend(c *call, r records.Request, d time.Duration) {
+	total := r.Duration + d
+	if s.set.MaxDuration > 0 && total > s.set.MaxDuration {
+		s.audit(c, c.who.Name, "extend", r.ID, "refused", "beyond max duration")
+		c.private(plain(fmt.Sprintf("%s would then run %s, longer than the %s allowed. Nothing was changed.", r.ID, fmtDuration(total), fmtDuration(s.set.MaxDuration))))
+		return
+	}
+	if r.State == records.StateQueued || r.State == records.StateRunning {
+		events, err := s.deps.Cluster.Apply(c.ctx, Op{Kind: OpExtend, ID: r.ID, Duration: total})
+		if err != nil {
+			s.audit(c, c.who.Name, "extend", r.ID, "error", err.Error())
+			s.failed(c, "extending "+r.ID, err)
+			return
+		}
+		defer s.observe(c, events, "")
+	}
+	r.Duration = total
+	r.EndWarned = false
+	if err := s.deps.Requests.PutRequest(c.ctx, r); err != nil {
+		s.failed(c, "saving "+r.ID, err)
+		return
+	}
+	s.audit(c, c.who.Name, "extend", r.ID, "ok", "by "+fmtDuration(d)+" to "+fmtDuration(total))
+	msg := fmt.Sprintf("Extended by %s by %s; now %s in all.", fmtDuration(d), c.who.Name, fmtDuration(total))
+	if r.State == records.StateRunning {
+		msg = fmt.Sprintf("Extended by %s by %s; now ends %s.", fmtDuration(d), c.who.Name, s.clock(r.AdmittedAt.Add(total)))
+	}
+	c.emit(thread(r.ID, plain(msg)), s.updateCard(c, r))
+	c.private(plain(fmt.Sprintf("%s: %s", r.ID, lowerFirst(msg))))
+}
+
+func (s *Service) preempt(c *call, r records.Request) {
+	snap, err := s.deps.Cluster.Snapshot(c.ctx)
+	if err != nil {
+		s.failed(c, "reading the cluster", err)
+		return
+	}
+	w, ok := snap.Workload(r.ID)
+	if !ok {
+		w = s.workload(r)
+	}
+	victims, _, ok := snap.ProposeVictims(w)
+	if !ok {
+		reason := snap.Diagnose(r.ID)
+		s.audit(c, c.who.Name, "preempt", r.ID, "refused", "no victims; waits for "+string(reason))
+		c.private(plain(fmt.Sprintf("No lower-priority work can make room for %s now: it waits for %s, which preemption does not solve. Nothing was changed.", r.ID, reason)))
+		return
+	}
+	events, err := s.deps.Cluster.Apply(c.ctx, Op{Kind: OpPreempt, ID: r.ID, Victims: victims})
+	if err != nil {
+		s.audit(c, c.who.Name, "preempt", r.ID, "error", err.Error())
+		s.failed(c, "preempting for "+r.ID, err)
+		return
+	}
+	s.audit(c, c.who.Name, "preempt", r.ID, "ok", "victims: "+strings.Join(victims, ", "))
+	c.emit(thread(r.ID, plain(fmt.Sprintf("%s preempted %s to start this now.", c.who.Name, strings.Join(victims, ", ")))))
+	s.observe(c, events, "")
+	c.private(plain(fmt.Sprintf("Preempted %s; %s is starting.", strings.Join(victims, ", "), r.ID)))
+}
+
+// recordUsage appends r's latest stretch of GPU use to the usage log.
+func (s *Service) recordUsage(c *call, r records.Request) {
+	if r.AdmittedAt.IsZero() || !c.now.After(r.AdmittedAt) {
+		return
+	}
+	u := records.UsageRecord{Request: r.ID, Team: r.Team, Requester: r.Requester, Flavor: r.AdmittedFlavor, GPUs: r.GPUs, Start: r.AdmittedAt, End: c.now}
+	if err := s.deps.Usage.AppendUsage(c.ctx, u); err != nil {
+		s.log.Error("recording usage", "request", r.ID, "err", err)
+	}
+}
+
+func thread(id string, r Reply) Output {
+	return Output{To: Destination{Kind: ToThread, Request: id}, Reply: r}
+}
+
+func (s *Service) dm(person string, r Reply) Output {
+	p := s.person(person)
+	return Output{To: Destination{Kind: ToPerson, Person: p.Name, ChatID: p.ChatID}, Reply: r}
+}
+
+func (s *Service) updateCard(c *call, r records.Request) Output {
+	return Output{To: Destination{Kind: UpdateCard, Request: r.ID}, Reply: s.card(c, r, nil)}
+}
+
+func capitalize(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+func lowerFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToLower(s[:1]) + s[1:]
+}
+
+func suffix(sep, s string) string {
+	if s == "" {
+		return ""
+	}
+	return sep + s
+}

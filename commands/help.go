@@ -1,0 +1,80 @@
+package commands
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// verbHelp is what help says about each verb.
+var verbHelp = map[Verb]struct {
+	summary  string
+	who      string
+	examples []string
+}{
+	VerbRequest: {"Ask for GPUs. gpubot answers at once: started (where), queued (start estimate as a range, position, what it waits for), needs approval (who can approve), or can start only by preempting named work. Durations take m, h, d. Flavor is optional (your team's flavors are tried in order). Topology keeps all pods in one host, rack or block.",
+		"members and leads of the team; admins", []string{"/gpu request 8xh100 for 4h", "/gpu request 16xh100 for 2d team nlp priority high topology rack reason \"llama sweep\""}},
+	VerbStatus:   {"Your open requests and those that ended in the last day; with an id, that request's card with its buttons.", "everyone", []string{"/gpu status", "/gpu status r12"}},
+	VerbQueue:    {"Pending work in admission order, with each request's start estimate and what it waits for, and whether the queue is capacity-, quota-, fragmentation- or priority-bound.", "everyone", []string{"/gpu queue", "/gpu queue nlp", "/gpu queue h100"}},
+	VerbCapacity: {"Per flavor: GPUs in all, used, free, the largest request that fits now (anywhere, in one host, rack, block), and how many free GPUs are fragmented.", "everyone", []string{"/gpu capacity"}},
+	VerbUsage:    {"GPU-hours by team (and by person for one team), fair-share standing, borrowing, and how accurate start estimates were. Default: the last 7 days.", "everyone", []string{"/gpu usage", "/gpu usage nlp 30d"}},
+	VerbWhatIf:   {"Estimate a request without submitting it. Admins can also ask how waits change with more or fewer GPUs of a flavor.", "everyone; capacity what-ifs: admins", []string{"/gpu whatif 32xh100 for 1d", "/gpu whatif +16xh100", "/gpu whatif -8xa100"}},
+	VerbCancel:   {"Withdraw a request that has not started (a running one is released).", "the requester, the team's leads, admins", []string{"/gpu cancel r12"}},
+	VerbRelease:  {"Stop a running request now and free its GPUs.", "the requester, the team's leads, admins", []string{"/gpu release r12"}},
+	VerbExtend:   {"Ask for more time: adds the duration to the request (up to the configured maximum).", "the requester, the team's leads, admins", []string{"/gpu extend r12 2h"}},
+	VerbApprove:  {"Approve a request that needs approval; it is submitted at once.", "the team's leads, admins", []string{"/gpu approve r12"}},
+	VerbDeny:     {"Deny a request that needs approval, optionally saying why.", "the team's leads, admins", []string{"/gpu deny r12 please use a100 for this"}},
+	VerbPreempt:  {"Start a queued request now by preempting the lower-priority work gpubot proposes; the victims are requeued and told.", "admins", []string{"/gpu preempt r12"}},
+	VerbTrack:    {"Follow a workload submitted outside gpubot (kubectl, CI). Needs a Kubernetes cluster.", "everyone", []string{"/gpu track nlp/llama-pretrain"}},
+	VerbHelp:     {"This help; with a command, its details.", "everyone", []string{"/gpu help", "/gpu help request"}},
+}
+
+// helpReply is /gpu help [verb].
+func helpReply(topic Verb) Reply {
+	if topic != "" {
+		h, ok := verbHelp[topic]
+		if !ok {
+			return plain(fmt.Sprintf("There is no command %q. /gpu help lists them.", topic))
+		}
+		return plain(fmt.Sprintf("/gpu %s", Usage(topic)),
+			section(h.summary),
+			fields(Field{"Who", h.who}, Field{"Examples", strings.Join(h.examples, "\n")}))
+	}
+	lines := make([]string, 0, len(Verbs))
+	for _, v := range Verbs {
+		lines = append(lines, "/gpu "+Usage(v)+"\n    "+firstSentence(verbHelp[v].summary))
+	}
+	return plain("gpubot takes GPU requests and tells you where they stand. Commands:",
+		section(strings.Join(lines, "\n")),
+		contextBlock("Words are case-insensitive; key=value and key value both work; durations take m, h, d (90m, 6h, 2d). /gpu help <command> for details and examples."))
+}
+
+// sentence ends s with a full stop unless it ends with punctuation.
+func sentence(s string) string {
+	if s == "" || strings.ContainsAny(s[len(s)-1:], ".?!") {
+		return s
+	}
+	return s + "."
+}
+
+func firstSentence(s string) string {
+	if i := strings.Index(s, ". "); i >= 0 {
+		return s[:i+1]
+	}
+	return s
+}
+
+// parseErrorReply shows a parse error with its position and an example.
+func parseErrorReply(err error) Reply {
+	var pe *ParseError
+	if !errors.As(err, &pe) {
+		return plain(capitalize(err.Error()) + ".")
+	}
+	blocks := []Block{code(pe.Caret())}
+	if pe.Example != "" {
+		blocks = append(blocks, contextBlock("Example: "+pe.Example+"  ·  /gpu help for all commands"))
+	} else {
+		blocks = append(blocks, contextBlock("/gpu help lists the commands."))
+	}
+	return plain(sentence(capitalize(pe.Error())), blocks...)
+}

@@ -1,0 +1,346 @@
+package commands
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/gpubot/gpubot/allocator"
+	"github.com/gpubot/gpubot/records"
+)
+
+// refreshEvery is how often queued requests' estimates are recomputed when
+// nothing happens in the cluster.
+const refreshEvery = 15 * time.Minute
+
+// Observe turns what happened in the cluster into state changes and
+// thread updates, then does the time-driven work: end-of-time reminders,
+// estimate refreshes, and resubmitting requests the cluster lost.
+func (s *Service) Observe(ctx context.Context, events []allocator.Event) (outs []Output) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := &call{ctx: ctx, now: s.deps.Clock.Now(), who: &Person{Name: "gpubot"}}
+	defer func() {
+		if v := recover(); v != nil {
+			s.log.Error("panic observing the cluster", "panic", fmt.Sprint(v))
+			outs = c.outs
+		}
+	}()
+	s.observe(c, events, "")
+	s.sweep(c, len(events) > 0)
+	return c.outs
+}
+
+// observe applies events to requests; skip names a request whose card the
+// caller is about to post anyway.
+func (s *Service) observe(c *call, events []allocator.Event, skip string) {
+	for _, ev := range events {
+		r, err := s.deps.Requests.GetRequest(c.ctx, ev.ID)
+		if err != nil {
+			s.log.Warn("cluster event for an unknown request", "id", ev.ID, "event", ev.Kind, "err", err)
+			continue
+		}
+		var msg string
+		switch ev.Kind {
+		case allocator.EventAdmitted:
+			if r.State != records.StateQueued {
+				continue
+			}
+			r.State = records.StateRunning
+			r.AdmittedAt = ev.At
+			if ev.Admission != nil {
+				r.AdmittedFlavor = ev.Admission.Flavor
+				r.Nodes = slices.Clone(ev.Admission.Nodes)
+			}
+			r.EndWarned = false
+			queued := r.QueuedAt
+			if queued.IsZero() {
+				queued = r.SubmittedAt
+			}
+			after := "after " + fmtDuration(ev.At.Sub(queued))
+			if ev.At.Sub(queued) < time.Minute {
+				after = "at once"
+			}
+			msg = fmt.Sprintf("Admitted %s on %s; ends %s unless extended.", after, placement(r), s.clock(ev.At.Add(r.Duration)))
+			if r.Estimate != nil && r.Estimate.Known && r.Preemptions == 0 {
+				msg += fmt.Sprintf(" (Estimate was %s.)", s.window(r.Estimate.Earliest, r.Estimate.Latest))
+			}
+		case allocator.EventPreempted:
+			if r.State != records.StateRunning {
+				continue
+			}
+			c2 := *c
+			c2.now = ev.At
+			s.recordUsage(&c2, r)
+			ran := ev.At.Sub(r.AdmittedAt)
+			r.State = records.StateQueued
+			r.QueuedAt = ev.At
+			r.AdmittedAt = time.Time{}
+			r.Preemptions++
+			r.Estimate = nil
+			by := ev.By
+			if b, err := s.deps.Requests.GetRequest(c.ctx, ev.By); err == nil {
+				by = fmt.Sprintf("%s (%s, %s)", b.ID, b.Requester, b.Priority)
+			}
+			msg = fmt.Sprintf("Preempted by %s and requeued after running %s. A new estimate follows.", by, fmtDuration(ran))
+			c.emit(s.dm(r.Requester, plain(fmt.Sprintf("Your request %s was preempted by %s and is queued again.", r.ID, by))))
+		case allocator.EventFinished:
+			if r.State != records.StateRunning {
+				continue
+			}
+			c2 := *c
+			c2.now = ev.At
+			s.recordUsage(&c2, r)
+			r.State = records.StateFinished
+			r.EndedAt = ev.At
+			r.EndReason = "reached its requested time"
+			msg = fmt.Sprintf("Finished: ran %s and reached its requested time; %.0f GPU-hours used.", fmtDuration(ev.At.Sub(r.AdmittedAt)), float64(r.GPUs)*ev.At.Sub(r.AdmittedAt).Hours())
+		default:
+			continue
+		}
+		if err := s.deps.Requests.PutRequest(c.ctx, r); err != nil {
+			s.log.Error("saving request after cluster event", "request", r.ID, "event", ev.Kind, "err", err)
+			continue
+		}
+		s.audit(c, "gpubot", string(ev.Kind), r.ID, "ok", msg)
+		if r.ID == skip {
+			continue
+		}
+		c.emit(thread(r.ID, plain(msg)), s.updateCard(c, r))
+	}
+}
+
+// sweep does the time-driven work. changed says whether the cluster just
+// changed, which makes estimates worth refreshing.
+func (s *Service) sweep(c *call, changed bool) {
+	active, err := s.deps.Requests.ListRequests(c.ctx, func(r records.Request) bool {
+		return r.State == records.StateQueued || r.State == records.StateRunning
+	})
+	if err != nil {
+		s.log.Error("listing requests", "err", err)
+		return
+	}
+	snap, err := s.deps.Cluster.Snapshot(c.ctx)
+	if err != nil {
+		s.log.Error("reading the cluster", "err", err)
+		return
+	}
+	changed = s.reconcile(c, snap, active) || changed
+	for _, r := range active {
+		if r.State != records.StateRunning || r.EndWarned {
+			continue
+		}
+		end := r.AdmittedAt.Add(r.Duration)
+		if c.now.Before(end.Add(-s.set.EndWarning)) {
+			continue
+		}
+		r.EndWarned = true
+		if err := s.deps.Requests.PutRequest(c.ctx, r); err != nil {
+			s.log.Error("saving request", "request", r.ID, "err", err)
+			continue
+		}
+		left := end.Sub(c.now)
+		text := fmt.Sprintf("%s ends in %s (%s). Extend it or release the GPUs if you are done.", r.ID, fmtDuration(left), s.clock(end))
+		c.emit(Output{To: Destination{Kind: ToThread, Request: r.ID}, Reply: plain(text, actions(
+			Button{Label: "Extend 1h", Action: Action{Name: VerbExtend, Request: r.ID, Arg: "1h"}, Style: "primary"},
+			Button{Label: "Extend 4h", Action: Action{Name: VerbExtend, Request: r.ID, Arg: "4h"}},
+			Button{Label: "Release", Action: Action{Name: VerbRelease, Request: r.ID}, Style: "danger"},
+		))})
+	}
+	if changed || c.now.Sub(s.lastSync) >= refreshEvery {
+		s.refreshEstimates(c)
+		s.lastSync = c.now
+	}
+}
+
+// reconcile brings requests and the cluster into agreement: a queued
+// request the cluster does not have is submitted again; a running one it
+// does not have is marked lost. It reports whether it changed anything.
+func (s *Service) reconcile(c *call, snap *allocator.Snapshot, active []records.Request) bool {
+	changed := false
+	for _, r := range active {
+		if _, ok := snap.Workload(r.ID); ok {
+			continue
+		}
+		switch r.State {
+		case records.StateQueued:
+			events, err := s.deps.Cluster.Apply(c.ctx, Op{Kind: OpSubmit, Workload: s.workload(r)})
+			if err != nil {
+				s.log.Error("resubmitting request", "request", r.ID, "err", err)
+				continue
+			}
+			s.audit(c, "gpubot", "submit", r.ID, "ok", "resubmitted: the cluster did not have it")
+			s.observe(c, events, "")
+			changed = true
+		case records.StateRunning:
+			r.State = records.StateLost
+			r.EndedAt = c.now
+			r.EndReason = "its workload disappeared from the cluster"
+			if err := s.deps.Requests.PutRequest(c.ctx, r); err != nil {
+				s.log.Error("saving request", "request", r.ID, "err", err)
+				continue
+			}
+			s.audit(c, "gpubot", "lost", r.ID, "ok", r.EndReason)
+			c.emit(thread(r.ID, plain("Its workload disappeared from the cluster without finishing; marked lost. Request again if you still need the GPUs.")), s.updateCard(c, r))
+			changed = true
+		}
+	}
+	return changed
+}
+
+// refreshEstimates recomputes queued requests' estimates and re-posts
+// those that moved materially.
+func (s *Service) refreshEstimates(c *call) {
+	snap, err := s.deps.Cluster.Snapshot(c.ctx)
+	if err != nil {
+		s.log.Error("reading the cluster", "err", err)
+		return
+	}
+	queued, err := s.deps.Requests.ListRequests(c.ctx, func(r records.Request) bool { return r.State == records.StateQueued })
+	if err != nil || len(queued) == 0 {
+		return
+	}
+	ests := allocator.Estimates(snap, s.estimateOptions(c))
+	for _, r := range queued {
+		e, ok := ests[r.ID]
+		if !ok {
+			continue
+		}
+		next := toRecord(c.now, e)
+		if !material(r.Estimate, next, c.now) {
+			continue
+		}
+		prev := r.Estimate
+		r.Estimate = next
+		if r.FirstEstimate == nil {
+			r.FirstEstimate = next
+		}
+		if err := s.deps.Requests.PutRequest(c.ctx, r); err != nil {
+			s.log.Error("saving estimate", "request", r.ID, "err", err)
+			continue
+		}
+		text := "New estimate: " + s.estimateText(next)
+		if prev != nil {
+			text += " (was " + s.estimateWindow(prev) + ")"
+		}
+		c.emit(thread(r.ID, plain(text+".")), Output{To: Destination{Kind: UpdateCard, Request: r.ID}, Reply: s.cardWith(c, r, snap, &e)})
+	}
+}
+
+// material reports whether next differs enough from prev to be posted:
+// known-ness changed, or the middle moved by more than 15 minutes and by
+// more than a quarter of the remaining wait.
+func material(prev, next *records.Estimate, now time.Time) bool {
+	if prev == nil {
+		return true
+	}
+	if prev.Known != next.Known {
+		return true
+	}
+	if !next.Known {
+		return false
+	}
+	mid := func(e *records.Estimate) time.Time { return e.Earliest.Add(e.Latest.Sub(e.Earliest) / 2) }
+	moved := mid(next).Sub(mid(prev))
+	if moved < 0 {
+		moved = -moved
+	}
+	wait := mid(prev).Sub(now)
+	return moved > 15*time.Minute && float64(moved) > 0.25*float64(wait)
+}
+
+func toRecord(now time.Time, e allocator.Estimate) *records.Estimate {
+	return &records.Estimate{At: now, Earliest: e.Earliest, Latest: e.Latest, Known: e.Known, Position: e.Position, Reason: string(e.Reason)}
+}
+
+// estimateOptions learns per-team runtime factors: how long finished
+// requests actually ran against what they asked for. With fewer than
+// five samples a team gets the allocator's default range.
+func (s *Service) estimateOptions(c *call) allocator.EstimateOptions {
+	opts := allocator.EstimateOptions{Horizon: s.horizon, Factors: map[string]allocator.Range{}}
+	done, err := s.deps.Requests.ListRequests(c.ctx, func(r records.Request) bool {
+		return r.State == records.StateFinished && !r.AdmittedAt.IsZero() && r.Duration > 0 && r.Preemptions == 0
+	})
+	if err != nil {
+		return opts
+	}
+	ratios := map[string][]float64{}
+	for _, r := range done {
+		ratios[r.Team] = append(ratios[r.Team], math.Min(1, r.EndedAt.Sub(r.AdmittedAt).Hours()/r.Duration.Hours()))
+	}
+	for team, rs := range ratios {
+		if len(rs) < 5 {
+			continue
+		}
+		sort.Float64s(rs)
+		low := rs[len(rs)/10]
+		opts.Factors[team] = allocator.Range{Low: math.Max(0.05, low), High: 1}
+	}
+	return opts
+}
+
+// NextWakeup is the next time after now at which the service has
+// time-driven work (an end-of-time reminder), or the zero time.
+func (s *Service) NextWakeup(ctx context.Context, now time.Time) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	running, err := s.deps.Requests.ListRequests(ctx, func(r records.Request) bool {
+		return r.State == records.StateRunning && !r.EndWarned
+	})
+	if err != nil {
+		return time.Time{}
+	}
+	var next time.Time
+	for _, r := range running {
+		t := r.AdmittedAt.Add(r.Duration - s.set.EndWarning)
+		if t.After(now) && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	return next
+}
+
+// Seed records work already running on a fresh simulated cluster. It does
+// nothing if any request exists already.
+func (s *Service) Seed(ctx context.Context, seeds []Seed) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	existing, err := s.deps.Requests.ListRequests(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("listing requests: %w", err)
+	}
+	if len(existing) > 0 {
+		return nil
+	}
+	now := s.deps.Clock.Now()
+	c := &call{ctx: ctx, now: now, who: &Person{Name: "gpubot"}}
+	for _, sd := range seeds {
+		who := s.person(sd.Requester)
+		r, problem := s.draft(who, sd.Spec, now.Add(-sd.StartedAgo))
+		if problem != "" {
+			return fmt.Errorf("seed for %s: %s", sd.Requester, problem)
+		}
+		id, err := s.deps.IDs.NextRequestID(ctx)
+		if err != nil {
+			return err
+		}
+		r.ID, r.Origin, r.Channel = id, "seed", s.channelOf(r.Team)
+		r.SubmittedAt = r.CreatedAt
+		r.State = records.StateQueued
+		if err := s.deps.Requests.PutRequest(ctx, r); err != nil {
+			return err
+		}
+		w := s.workload(r)
+		w.Admission = &allocator.Admission{At: r.CreatedAt}
+		events, err := s.deps.Cluster.Apply(ctx, Op{Kind: OpSubmit, Workload: w})
+		if err != nil {
+			return fmt.Errorf("seeding %s: %w", id, err)
+		}
+		s.audit(c, "gpubot", "seed", id, "ok", describe(r))
+		s.observe(c, events, "")
+	}
+	return nil
+}

@@ -1,0 +1,1207 @@
+// Package commands turns what people type to gpubot into actions and
+// replies: the parser of /gpu command text, the verb handlers, the
+// platform-neutral Reply model and the small interfaces (ports) the
+// handlers need.
+//
+// # The command language
+//
+// Parse reads the text of one command, with or without a leading "/gpu",
+// and returns a Command or a *ParseError. It is pure: it reads no clock,
+// no configuration and no cluster; the words it must check (flavors,
+// teams, priorities, templates) come in a Vocabulary. The grammar is
+// DESIGN.md's; Usage returns each verb's line of it.
+//
+// Words are separated by spaces (any Unicode space, including the
+// no-break and zero-width spaces chat clients insert) and compared without
+// regard to case. Options may be written "key value", "key=value" or
+// "key = value".
+//
+// Sizes. A request's size is a GPU count from 1 to 4096 and an optional
+// flavor: 8xh100, 8Xh100, 8×h100, 8x h100, 8 x h100, 8 h100, 8, 8 gpus,
+// 8gpus, 8xh100 gpus. With no flavor the team's default applies (Flavor
+// is ""). In the form "8 h100" the second word is taken as a flavor only
+// if it is not a keyword, a misspelt keyword or another option's value;
+// when the flavor list is not empty, it must also be a flavor or close to
+// one. The flavor may also be given as an option, "flavor h100".
+//
+// Durations. Units are minutes (m, min, mins, minute, minutes), hours (h,
+// hr, hrs, hour, hours) and days (d, day, days), largest first and each at
+// most once: 90m, 6h, 2d, 1h30m, 1d12h, 45min, 2hours, "2 hours",
+// "1h 30m", 1.5h. Fractions are allowed; the result is rounded to the
+// minute. Zero, negative and over 366 days are refused, as is a number
+// without a unit ("4" suggests 4h). A leading "+" is ignored, so
+// "extend r12 +2h" works. ParseDuration accepts the same text, so forms
+// can use it too.
+//
+// request and whatif. After the verb come, in any order: the size, the
+// duration (optionally after "for"), and the options team, priority,
+// topology, template, reason and flavor, each at most once. Option values
+// are checked against the Vocabulary without regard to case and returned
+// as the vocabulary spells them; an empty list accepts any non-empty word
+// of printable characters, which is returned in lower case. Topology is
+// one of host, rack and block. A word
+// that is not understood is an error at that word, suggesting the closest
+// option ("prio" → priority) or, for a bare known value such as "nlp", the
+// option it belongs to ("team nlp"). "request" alone is an error whose Msg
+// is "missing size and duration"; IsBare lets an adapter open a form
+// instead.
+//
+// Quotes. A reason of several words is quoted with "…", '…', “…” or ‘…’
+// (the quotes chat clients substitute). An opening quote counts only at
+// the start of a word (or right after "="), so apostrophes inside words
+// are left alone, and a quote closes where a word ends (failing that, at
+// the next quote of its kind), so 'it's fine' is one text. A quote that is
+// never closed is an error that points at it. Unquoted, reason takes one
+// word, and a stray word after it gets an error that says to quote the
+// reason.
+//
+// whatif +N / -N. "whatif +8xh100" or "whatif -16 x a100" asks about
+// adding or removing capacity (a Delta); the flavor is required there.
+//
+// Request IDs. r12, R12, #r12, #12 and 12 all mean r12; anything else is
+// "not a request id". Digits are kept as typed (r007 stays r007).
+//
+// Other verbs. "queue x" takes x as a team if Teams has it, else as a
+// flavor if Flavors has it; if neither list has it, an empty Teams list
+// makes it a team and an empty Flavors list a flavor, and otherwise it is
+// an error suggesting the closest of both ("queue team x" and
+// "queue flavor x" say which). "usage" takes an optional team and a number
+// of days from 1 to 365: 30d, "7 days", or a bare 7. "extend r12 2h" also
+// reads "extend r12 by 2h" and "extend r12 for 2h". deny's reason is the
+// rest of the line as typed, or one quoted text, or reason=… (the rest of
+// the line) or reason "…". "track ns/job" lower-cases Kubernetes names
+// and checks their syntax. A misspelt verb suggests the closest verb; an
+// empty command points to /gpu help.
+//
+// # Errors
+//
+// Every error is a *ParseError: a sentence (Msg), the closest valid word
+// (Suggest), a correct example for the verb (Example), and the byte range
+// of the offending word in Input (Pos, Len; Len is 0 and Pos is where the
+// word should be when something is missing). Caret draws it. Parse never
+// panics: a bug becomes a *ParseError that unwraps to the panic and its
+// stack, for the log.
+//
+// # Caveats
+//
+// Parse reads plain text: the Slack adapter must first undo Slack's
+// escaping of &, < and > (&amp; &lt; &gt;). Caret lines the carets up by
+// estimating each character's width (two columns for CJK and emoji, none
+// for combining marks), which is right in most monospaced fonts but not
+// all.
+package commands
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Limits of the command language.
+const (
+	maxGPUs      = 4096
+	maxUsageDays = 365
+	maxDuration  = 366 * 24 * time.Hour
+	maxIDDigits  = 20
+)
+
+// ParseError says what was wrong with a command and where.
+type ParseError struct {
+	Input   string // the text as given, without "/gpu" and surrounding spaces
+	Pos     int    // byte offset in Input of the offending word (where it should be when missing)
+	Len     int    // byte length of the offending word (0 when missing)
+	Msg     string // e.g. "unknown flavor 'h10'"
+	Suggest string // closest valid word, if any, e.g. "h100"
+	Example string // a correct example for the verb, with the vocabulary's first flavor and team
+
+	cause error // set only when the parser panicked
+}
+
+// Error returns Msg, followed by "; did you mean <Suggest>?" if there is
+// a suggestion.
+func (e *ParseError) Error() string {
+	if e.Suggest == "" {
+		return e.Msg
+	}
+	return e.Msg + "; did you mean " + e.Suggest + "?"
+}
+
+// Unwrap returns the panic behind an internal error, and nil for errors
+// in the input.
+func (e *ParseError) Unwrap() error { return e.cause }
+
+// errInternal marks a ParseError that comes from a bug in the parser.
+var errInternal = errors.New("internal parser error")
+
+// Parse parses the text of one /gpu command (with or without a leading
+// "/gpu"). Every error it returns is a *ParseError. It never panics: a
+// recover guard turns a bug into a *ParseError that unwraps to the panic.
+func Parse(text string, v Vocabulary) (Command, error) {
+	in := stripCommand(text)
+	return guard(in, func() (Command, *ParseError) {
+		p := parser{in: in, toks: lex(in), v: v, reasonAt: -1}
+		return p.command()
+	})
+}
+
+// guard runs parse, turning a panic into a *ParseError about in.
+func guard(in string, parse func() (Command, *ParseError)) (cmd Command, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			cmd = Command{}
+			err = &ParseError{
+				Input:   in,
+				Msg:     "sorry, gpubot could not read this command (internal error)",
+				Example: "/gpu help",
+				cause:   fmt.Errorf("%w: %v\n%s", errInternal, r, debug.Stack()),
+			}
+		}
+	}()
+	c, perr := parse()
+	if perr != nil {
+		return Command{}, perr
+	}
+	return c, nil
+}
+
+// IsBare reports whether text is a known verb typed with no arguments,
+// such as "/gpu request", and which verb. Adapters use it to open a form
+// instead of answering with an error.
+func IsBare(text string) (Verb, bool) {
+	in := stripCommand(text)
+	if in == "" || strings.IndexFunc(in, isSpace) >= 0 {
+		return "", false
+	}
+	return lookupVerb(in)
+}
+
+// stripCommand removes surrounding spaces and a leading "/gpu".
+func stripCommand(text string) string {
+	s := strings.TrimLeftFunc(text, isSpace)
+	if len(s) >= 4 && strings.EqualFold(s[:4], "/gpu") {
+		if r, _ := utf8.DecodeRuneInString(s[4:]); len(s) == 4 || isSpace(r) {
+			s = s[4:]
+		}
+	}
+	return strings.TrimFunc(s, isSpace)
+}
+
+func lookupVerb(word string) (Verb, bool) {
+	for _, v := range Verbs {
+		if strings.EqualFold(word, string(v)) {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// isSpace reports whether r separates words: Unicode spaces and the
+// zero-width characters chat clients insert.
+func isSpace(r rune) bool {
+	return unicode.IsSpace(r) || r == '\u200b' || r == '\u2060' || r == '\ufeff'
+}
+
+// Lexer.
+
+type tokenKind uint8
+
+const (
+	tokWord      tokenKind = iota
+	tokQuoted              // text is what is between the quotes
+	tokEquals              // "="
+	tokOpenQuote           // a quote that is never closed; pos..end is the quote
+)
+
+// token is a word of the input. pos and end are byte offsets in the
+// input, quotes included.
+type token struct {
+	kind     tokenKind
+	text     string
+	pos, end int
+}
+
+// lex splits in into words, quoted texts and "=" signs. It never fails:
+// an unclosed quote becomes a tokOpenQuote that ends the list.
+func lex(in string) []token {
+	toks := make([]token, 0, 8)
+	q := quoteCloser{in: in, unclosed: [2]int{len(in) + 1, len(in) + 1}}
+	for i := 0; i < len(in); {
+		r, w := utf8.DecodeRuneInString(in[i:])
+		switch {
+		case isSpace(r):
+			i += w
+		case r == '=':
+			toks = append(toks, token{kind: tokEquals, text: "=", pos: i, end: i + 1})
+			i++
+		case quoteFamily(r) != 0:
+			closeAt, closeW := q.find(i+w, quoteFamily(r))
+			if closeAt < 0 {
+				return append(toks, token{kind: tokOpenQuote, text: in[i : i+w], pos: i, end: i + w})
+			}
+			toks = append(toks, token{kind: tokQuoted, text: in[i+w : closeAt], pos: i, end: closeAt + closeW})
+			i = closeAt + closeW
+		default:
+			j := i
+			for j < len(in) {
+				r, w := utf8.DecodeRuneInString(in[j:])
+				if isSpace(r) || r == '=' {
+					break
+				}
+				j += w
+			}
+			toks = append(toks, token{kind: tokWord, text: in[i:j], pos: i, end: j})
+			i = j
+		}
+	}
+	return toks
+}
+
+// quoteFamily returns the ASCII double quote for any double quote, the
+// ASCII single quote for any single quote, and 0 for anything else.
+func quoteFamily(r rune) rune {
+	switch r {
+	case '"', '“', '”', '„':
+		return '"'
+	case '\'', '‘', '’':
+		return '\''
+	}
+	return 0
+}
+
+// quoteCloser finds closing quotes. It remembers, for each family, from
+// where on no quote is followed by a space, so that lexing stays linear.
+type quoteCloser struct {
+	in       string
+	unclosed [2]int // by family: from here on no closing quote is followed by a space
+}
+
+// find returns the offset and width of the quote of family fam that
+// closes a text starting at from: the first one followed by a space or the
+// end of input, else the first one at all, else -1.
+func (q *quoteCloser) find(from int, fam rune) (int, int) {
+	f := 0
+	if fam == '\'' {
+		f = 1
+	}
+	first, firstW := -1, 0
+	for i := from; i < len(q.in); {
+		r, w := utf8.DecodeRuneInString(q.in[i:])
+		if quoteFamily(r) == fam {
+			if first < 0 {
+				first, firstW = i, w
+				if from >= q.unclosed[f] {
+					break
+				}
+			}
+			if next, _ := utf8.DecodeRuneInString(q.in[i+w:]); i+w == len(q.in) || isSpace(next) {
+				return i, w
+			}
+		}
+		i += w
+	}
+	if from < q.unclosed[f] {
+		q.unclosed[f] = from
+	}
+	return first, firstW
+}
+
+// Parser.
+
+type parser struct {
+	in   string
+	toks []token
+	i    int // next token
+	v    Vocabulary
+	verb Verb
+	// reasonAt is the index of an unquoted reason value, to explain a
+	// stray word after it.
+	reasonAt int
+	// example overrides the verb's example in errors.
+	example string
+}
+
+func (p *parser) more() bool  { return p.i < len(p.toks) }
+func (p *parser) peek() token { return p.toks[p.i] }
+func (p *parser) next() token { p.i++; return p.toks[p.i-1] }
+
+// peekWord reports whether the next token is a word equal to one of words.
+func (p *parser) peekWord(words ...string) bool {
+	return p.more() && p.peek().kind == tokWord && isOneOf(p.peek().text, words)
+}
+
+func (p *parser) fail(pos, end int, suggest, format string, args ...any) *ParseError {
+	return &ParseError{
+		Input:   p.in,
+		Pos:     pos,
+		Len:     end - pos,
+		Msg:     fmt.Sprintf(format, args...),
+		Suggest: suggest,
+		Example: cmp.Or(p.example, verbExample(p.verb, p.v)),
+	}
+}
+
+func (p *parser) failTok(t token, suggest, format string, args ...any) *ParseError {
+	return p.fail(t.pos, t.end, suggest, format, args...)
+}
+
+// missing reports that something is missing where the next token is (or
+// at the end of input).
+func (p *parser) missing(format string, args ...any) *ParseError {
+	pos := len(p.in)
+	if p.more() {
+		pos = p.peek().pos
+	}
+	return p.fail(pos, pos, "", format, args...)
+}
+
+func (p *parser) command() (Command, *ParseError) {
+	if !p.more() {
+		return Command{}, &ParseError{Input: p.in, Msg: "no command given: try /gpu help", Example: "/gpu help"}
+	}
+	t := p.next()
+	if t.kind == tokOpenQuote {
+		return Command{}, p.failTok(t, "", "unterminated quote")
+	}
+	verb, ok := lookupVerb(t.text)
+	if !ok || t.kind != tokWord {
+		s := Closest(t.text, verbNames())
+		e := p.failTok(t, s, "unknown command %s", quoteWord(t.text))
+		e.Example = "/gpu help"
+		if s != "" {
+			e.Example = verbExample(Verb(s), p.v)
+		}
+		return Command{}, e
+	}
+	p.verb = verb
+	c := Command{Verb: verb}
+	var err *ParseError
+	switch verb {
+	case VerbRequest:
+		c.Spec, err = p.spec()
+	case VerbWhatIf:
+		if p.more() && p.peek().kind == tokWord && strings.IndexByte("+-", p.peek().text[0]) >= 0 {
+			c.Delta, err = p.delta()
+		} else {
+			c.Spec, err = p.spec()
+		}
+	case VerbTrack:
+		c.Namespace, c.Job, err = p.track()
+	case VerbStatus:
+		if p.more() {
+			c.ID, err = p.id()
+		}
+	case VerbQueue:
+		c.Team, c.Flavor, err = p.queue()
+	case VerbUsage:
+		c.Team, c.Days, err = p.usage()
+	case VerbCancel, VerbRelease, VerbApprove, VerbPreempt:
+		c.ID, err = p.id()
+	case VerbExtend:
+		if c.ID, err = p.id(); err == nil {
+			c.Duration, err = p.extension()
+		}
+	case VerbDeny:
+		if c.ID, err = p.id(); err == nil {
+			c.Reason, err = p.denyReason()
+		}
+	case VerbHelp:
+		c.Topic, err = p.topic()
+	}
+	if err == nil {
+		err = p.end()
+	}
+	if err != nil {
+		return Command{}, err
+	}
+	return c, nil
+}
+
+// end fails if any token is left.
+func (p *parser) end() *ParseError {
+	if !p.more() {
+		return nil
+	}
+	return p.unexpected(p.peek(), nil)
+}
+
+// unexpected explains the next token, t, which the grammar has no place
+// for, suggesting the closest of keywords, or the option a known value
+// belongs to.
+func (p *parser) unexpected(t token, keywords []string) *ParseError {
+	switch t.kind {
+	case tokEquals:
+		return p.failTok(t, "", "unexpected '='")
+	case tokOpenQuote:
+		return p.failTok(t, "", "unterminated quote")
+	case tokQuoted:
+		if isOneOf("reason", keywords) {
+			return p.failTok(t, "", "quoted text must follow reason, as in reason \"…\"")
+		}
+		return p.failTok(t, "", "unexpected quoted text")
+	}
+	optionFollows := p.i+1 < len(p.toks) && p.toks[p.i+1].kind == tokEquals
+	if s := Closest(t.text, keywords); s != "" {
+		return p.failTok(t, s, "unknown option %s", quoteWord(t.text))
+	}
+	if optionFollows {
+		msg := "unknown option " + quoteWord(t.text)
+		if len(keywords) > 0 {
+			msg += " (one of: " + strings.Join(keywords[:len(keywords)-1], ", ") + ")"
+		}
+		return p.failTok(t, "", "%s", msg)
+	}
+	if p.reasonAt >= 0 && p.reasonAt == p.i-1 {
+		return p.failTok(t, "", "unexpected word %s: put a reason of several words in quotes", quoteWord(t.text))
+	}
+	if len(keywords) > 0 {
+		if s := p.optionFor(t.text); s != "" {
+			return p.failTok(t, s, "unexpected word %s", quoteWord(t.text))
+		}
+	}
+	return p.failTok(t, "", "unexpected word %s", quoteWord(t.text))
+}
+
+// optionFor returns "option value" if word is a known value of one of the
+// request options, as in "team nlp".
+func (p *parser) optionFor(word string) string {
+	for _, o := range []struct {
+		name string
+		list []string
+	}{
+		{"team", p.v.Teams}, {"priority", p.v.Priorities},
+		{"template", p.v.Templates}, {"topology", topologies},
+	} {
+		if s, ok := lookupFold(word, o.list); ok {
+			return o.name + " " + s
+		}
+	}
+	return ""
+}
+
+// Request and whatif.
+
+// specKeywords are the words that introduce the parts of a request; "for"
+// comes last.
+var specKeywords = []string{"team", "priority", "topology", "template", "reason", "flavor", "for"}
+
+var topologies = []string{"host", "rack", "block"}
+
+func keywordBit(name string) uint8 {
+	for i, k := range specKeywords {
+		if k == name {
+			return 1 << i
+		}
+	}
+	return 0
+}
+
+func (p *parser) spec() (*RequestSpec, *ParseError) {
+	s := &RequestSpec{}
+	var haveSize, haveDur bool
+	var seen uint8 // bit i: specKeywords[i] given
+	for p.more() {
+		t := p.peek()
+		switch {
+		case t.kind != tokWord:
+			return nil, p.unexpected(t, specKeywords)
+		case strings.EqualFold(t.text, "for"):
+			p.next()
+			if !p.more() || p.peek().kind != tokWord || !durationish(p.peek().text) {
+				if p.more() {
+					return nil, p.failTok(p.peek(), "", "expected a duration after 'for', like 4h")
+				}
+				return nil, p.missing("missing duration after 'for'")
+			}
+			fallthrough
+		case haveSize && isDigits(t.text), startsWithDigit(t.text) && p.startsDuration():
+			if haveDur {
+				return nil, p.failTok(p.peek(), "", "duration given twice")
+			}
+			d, err := p.duration()
+			if err != nil {
+				return nil, err
+			}
+			s.Duration, haveDur = d, true
+		case startsWithDigit(t.text):
+			if haveSize {
+				return nil, p.failTok(t, "", "size given twice")
+			}
+			n, flavor, err := p.size(0)
+			if err != nil {
+				return nil, err
+			}
+			if flavor != "" && seen&keywordBit("flavor") != 0 {
+				return nil, p.failTok(t, "", "flavor given twice")
+			}
+			if flavor != "" {
+				seen |= keywordBit("flavor")
+			}
+			s.GPUs, s.Flavor, haveSize = n, flavor, true
+		case isOneOf(t.text, specKeywords):
+			if err := p.option(s, &seen); err != nil {
+				return nil, err
+			}
+		default:
+			return nil, p.unexpected(t, specKeywords)
+		}
+	}
+	switch {
+	case !haveSize && !haveDur:
+		return nil, p.missing("missing size and duration")
+	case !haveSize:
+		return nil, p.missing("missing size (a number of GPUs, as in 8 or 8xh100)")
+	case !haveDur:
+		return nil, p.missing("missing duration (as in for 4h)")
+	}
+	return s, nil
+}
+
+// startsDuration reports whether the next token, which starts with a
+// digit, begins a duration rather than a size.
+func (p *parser) startsDuration() bool {
+	t := p.peek()
+	n := countDigits(t.text)
+	rest := t.text[n:]
+	if rest == "" {
+		return p.i+1 < len(p.toks) && p.toks[p.i+1].kind == tokWord && isUnit(p.toks[p.i+1].text)
+	}
+	_, w, _ := cutTimes(rest)
+	return w == 0 && !isOneOf(rest, gpuWords)
+}
+
+// option reads one of the options of a request.
+func (p *parser) option(s *RequestSpec, seen *uint8) *ParseError {
+	kw := p.next()
+	name, _ := lookupFold(kw.text, specKeywords)
+	if *seen&keywordBit(name) != 0 {
+		return p.failTok(kw, "", "%s given twice", name)
+	}
+	*seen |= keywordBit(name)
+	t, err := p.value(name)
+	if err != nil {
+		return err
+	}
+	switch name {
+	case "team":
+		s.Team, err = p.checkWord(t, "team", p.v.Teams)
+	case "priority":
+		s.Priority, err = p.checkWord(t, "priority", p.v.Priorities)
+	case "template":
+		s.Template, err = p.checkWord(t, "template", p.v.Templates)
+	case "topology":
+		s.Topology, err = p.checkWord(t, "topology", topologies)
+	case "flavor":
+		s.Flavor, err = p.checkWord(t, "flavor", p.v.Flavors)
+	case "reason":
+		s.Reason = cleanText(t.text)
+		if t.kind == tokWord {
+			p.reasonAt = p.i - 1
+		}
+	}
+	return err
+}
+
+// value reads the value of option name: "name v", "name=v" or "name = v".
+func (p *parser) value(name string) (token, *ParseError) {
+	eq := false
+	if p.more() && p.peek().kind == tokEquals {
+		p.next()
+		eq = true
+	}
+	if !p.more() {
+		return token{}, p.missing("missing value for %s", name)
+	}
+	t := p.peek()
+	switch {
+	case t.kind == tokEquals:
+		return token{}, p.failTok(t, "", "unexpected '='")
+	case t.kind == tokOpenQuote:
+		return token{}, p.failTok(t, "", "unterminated quote")
+	case t.kind == tokWord && !eq && isOneOf(t.text, specKeywords):
+		return token{}, p.missing("missing value for %s", name)
+	}
+	return p.next(), nil
+}
+
+// checkWord returns the spelling in list of t's text, or an error
+// suggesting the closest. An empty list accepts any word, in lower case.
+func (p *parser) checkWord(t token, what string, list []string) (string, *ParseError) {
+	word := strings.TrimSpace(t.text)
+	switch {
+	case word == "":
+		return "", p.failTok(t, "", "%s cannot be empty", what)
+	case !utf8.ValidString(word) || strings.IndexFunc(word, unicode.IsControl) >= 0:
+		return "", p.failTok(t, "", "%s %s has characters that are not allowed", what, quoteWord(word))
+	case len(list) == 0:
+		return strings.ToLower(word), nil
+	}
+	if s, ok := lookupFold(word, list); ok {
+		return s, nil
+	}
+	s := Closest(word, list)
+	msg := "unknown " + what + " " + quoteWord(word)
+	if s == "" && len(list) <= 8 {
+		msg += " (one of: " + strings.Join(list, ", ") + ")"
+	}
+	return "", p.failTok(t, s, "%s", msg)
+}
+
+// gpuWords may follow a size.
+var gpuWords = []string{"gpus", "gpu"}
+
+// size reads <N>[x<flavor>] [gpus] from the next token, starting at byte
+// off of it (after a sign). Besides 8xh100 it reads 8×h100, 8 x h100,
+// 8x h100, 8 h100, 8, 8gpus and 8 gpus. The flavor is "" if not given.
+func (p *parser) size(off int) (int, string, *ParseError) {
+	t := p.next()
+	start := t.pos + off
+	s := t.text[off:]
+	n := countDigits(s)
+	if n == 0 {
+		return 0, "", p.fail(start, t.end, "", "expected a number of GPUs, as in 8x%s", exampleFlavor(p.v))
+	}
+	gpus, ok := atoiMax(s[:n], maxGPUs)
+	if !ok || gpus < 1 {
+		return 0, "", p.fail(start, start+n, "", "the number of GPUs must be from 1 to %d, not %s", maxGPUs, quoteWord(s[:n]))
+	}
+	rest := s[n:]
+	var flavor string
+	var err *ParseError
+	switch x, w, _ := cutTimes(rest); {
+	case rest == "":
+		switch {
+		case p.more() && p.peek().kind == tokWord && isTimes(p.peek().text):
+			p.next()
+			flavor, err = p.flavorAfter()
+		case p.more() && p.looksLikeFlavor(p.peek()):
+			flavor, err = p.checkWord(p.next(), "flavor", p.v.Flavors)
+		}
+	case w > 0 && x == "":
+		flavor, err = p.flavorAfter()
+	case w > 0:
+		at := start + n + w
+		flavor, err = p.checkWord(token{kind: tokWord, text: x, pos: at, end: t.end}, "flavor", p.v.Flavors)
+	case isOneOf(rest, gpuWords):
+		return gpus, "", nil
+	default:
+		return 0, "", p.fail(start, t.end, "", "expected a number of GPUs and a flavor, as in %sx%s, not %s", s[:n], exampleFlavor(p.v), quoteWord(s))
+	}
+	if err != nil {
+		return 0, "", err
+	}
+	if p.peekWord(gpuWords...) {
+		p.next()
+	}
+	return gpus, flavor, nil
+}
+
+// flavorAfter reads the flavor that must follow an "x".
+func (p *parser) flavorAfter() (string, *ParseError) {
+	if !p.more() || p.peek().kind == tokEquals ||
+		p.peek().kind == tokWord && (isOneOf(p.peek().text, specKeywords) || durationish(p.peek().text)) {
+		return "", p.missing("missing flavor after 'x'")
+	}
+	if p.peek().kind == tokOpenQuote {
+		return "", p.failTok(p.peek(), "", "unterminated quote")
+	}
+	return p.checkWord(p.next(), "flavor", p.v.Flavors)
+}
+
+// looksLikeFlavor reports whether t, which follows a bare count as in
+// "8 h100", is meant as a flavor.
+func (p *parser) looksLikeFlavor(t token) bool {
+	if t.kind != tokWord || isOneOf(t.text, specKeywords) || isOneOf(t.text, gpuWords) ||
+		durationish(t.text) || p.optionFor(t.text) != "" {
+		return false
+	}
+	if len(p.v.Flavors) == 0 {
+		return Closest(t.text, specKeywords) == ""
+	}
+	_, ok := lookupFold(t.text, p.v.Flavors)
+	return ok || Closest(t.text, p.v.Flavors) != ""
+}
+
+// delta reads whatif's +<N>x<flavor> or -<N>x<flavor>.
+func (p *parser) delta() (*CapacityDelta, *ParseError) {
+	t := p.peek()
+	flavor := exampleFlavor(p.v)
+	p.example = "/gpu whatif " + t.text[:1] + "8x" + flavor
+	sign := 1
+	if t.text[0] == '-' {
+		sign = -1
+	}
+	off := 1
+	if len(t.text) == 1 { // "+ 8xh100"
+		p.next()
+		if !p.more() || p.peek().kind != tokWord {
+			return nil, p.missing("missing size after %s, as in %s8x%s", t.text, t.text, flavor)
+		}
+		off = 0
+	}
+	n, got, err := p.size(off)
+	if err != nil {
+		return nil, err
+	}
+	if got == "" {
+		return nil, p.missing("missing flavor: a capacity what-if needs one, as in %s%dx%s", t.text[:1], n, flavor)
+	}
+	return &CapacityDelta{GPUs: sign * n, Flavor: got}, nil
+}
+
+// Durations.
+
+// duration reads a duration from one or more tokens: 4h, 1h30m, "4 hours",
+// "1h 30m", "1 day 12 hours".
+func (p *parser) duration() (time.Duration, *ParseError) {
+	first := p.peek()
+	best, bestSec := -1, int64(0)
+	for j := p.i; j < len(p.toks) && j < p.i+6; j++ {
+		t := p.toks[j]
+		if t.kind != tokWord || !durationish(t.text) {
+			break
+		}
+		if sec, err := scanDuration(p.in[first.pos:t.end]); err == nil {
+			best, bestSec = j, sec
+		}
+	}
+	if best < 0 {
+		if n := countDigits(first.text); n > 0 {
+			if f, ok := lookupFold(first.text[n:], p.v.Flavors); ok {
+				return 0, p.failTok(first, first.text[:n]+"x"+f, "%s is neither a size nor a duration", quoteWord(first.text))
+			}
+		}
+		msg, suggest := "expected a number, as in 4h", ""
+		if _, err := scanDuration(first.text); err != nil {
+			msg, suggest = err.msg, err.suggest
+		}
+		return 0, p.failTok(first, suggest, "invalid duration %s: %s", quoteWord(first.text), msg)
+	}
+	end := p.toks[best].end
+	p.i = best + 1
+	d, err := checkDuration(bestSec)
+	if err != nil {
+		return 0, p.fail(first.pos, end, "", "invalid duration %s: %s", quoteWord(p.in[first.pos:end]), err.msg)
+	}
+	return d, nil
+}
+
+// extension reads extend's duration, with an optional "by" or "for".
+func (p *parser) extension() (time.Duration, *ParseError) {
+	if p.peekWord("by", "for") {
+		p.next()
+	}
+	if !p.more() {
+		return 0, p.missing("missing duration, as in 2h")
+	}
+	if t := p.peek(); t.kind != tokWord || !durationish(t.text) {
+		return 0, p.failTok(t, "", "expected a duration like 2h, not %s", quoteWord(t.text))
+	}
+	return p.duration()
+}
+
+// durationError is what is wrong with a duration, and maybe a correction.
+type durationError struct {
+	msg, suggest string
+}
+
+// ParseDuration parses a gpubot duration: a number and a unit, or several
+// from days to minutes, as in "90m", "6h", "2d", "1h30m", "1d12h", "45min",
+// "2hours", "2 hours", "1h 30m" or "1.5h". Units are m, min, mins, minute,
+// minutes, h, hr, hrs, hour, hours, d, day and days, in any case. The result
+// is rounded to the minute. It rejects a missing unit, units out of order,
+// zero, negative durations and durations over 366 days.
+func ParseDuration(s string) (time.Duration, error) {
+	sec, err := scanDuration(s)
+	if err == nil {
+		var d time.Duration
+		if d, err = checkDuration(sec); err == nil {
+			return d, nil
+		}
+	}
+	msg := err.msg
+	if err.suggest != "" {
+		msg += " (did you mean " + err.suggest + "?)"
+	}
+	return 0, fmt.Errorf("invalid duration %q: %s", s, msg)
+}
+
+// scanDuration reads the syntax of a duration and returns its length in
+// whole seconds, saturated far above the 366-day limit.
+func scanDuration(s string) (int64, *durationError) {
+	i := skipSpace(s, 0)
+	if i < len(s) && s[i] == '-' {
+		return 0, &durationError{msg: "negative durations are not allowed"}
+	}
+	if i < len(s) && s[i] == '+' {
+		i++
+	}
+	var total int64
+	prevRank, parts := 4, 0
+	for {
+		if i = skipSpace(s, i); i == len(s) {
+			break
+		}
+		numStart := i
+		var whole, frac, fracDen int64 = 0, 0, 1
+		for ; i < len(s) && isDigit(s[i]); i++ {
+			whole = min(whole*10+int64(s[i]-'0'), 1e12)
+		}
+		digits := i - numStart
+		if i < len(s) && s[i] == '.' {
+			for i++; i < len(s) && isDigit(s[i]); i++ {
+				if fracDen < 1e9 {
+					frac, fracDen = frac*10+int64(s[i]-'0'), fracDen*10
+				}
+				digits++
+			}
+		}
+		if digits == 0 {
+			return 0, &durationError{msg: "expected a number, as in 4h"}
+		}
+		num := s[numStart:i]
+		i = skipSpace(s, i)
+		unitStart := i
+		for i < len(s) {
+			r, w := utf8.DecodeRuneInString(s[i:])
+			if isDigit(s[i]) || r == '.' || isSpace(r) {
+				break
+			}
+			i += w
+		}
+		unit := s[unitStart:i]
+		if unit == "" {
+			e := &durationError{msg: "missing unit (m, h or d)"}
+			if parts == 0 && isDigits(num) && skipSpace(s, i) == len(s) {
+				e.suggest = num + "h"
+			}
+			return 0, e
+		}
+		sec, rank := unitSeconds(unit)
+		if rank == 0 {
+			return 0, &durationError{msg: "unknown unit " + quoteWord(unit) + " (use m, h or d)"}
+		}
+		if rank >= prevRank {
+			return 0, &durationError{msg: "put units from largest to smallest, each once, as in 1d12h"}
+		}
+		prevRank = rank
+		total += whole*sec + frac*sec/fracDen
+		parts++
+	}
+	if parts == 0 {
+		return 0, &durationError{msg: "expected a number, as in 4h"}
+	}
+	return total, nil
+}
+
+// checkDuration rounds sec to the minute and checks the limits.
+func checkDuration(sec int64) (time.Duration, *durationError) {
+	minutes := (sec + 30) / 60
+	switch {
+	case sec == 0:
+		return 0, &durationError{msg: "must be more than zero"}
+	case minutes == 0:
+		return 0, &durationError{msg: "must be at least 1m"}
+	case time.Duration(minutes) > maxDuration/time.Minute:
+		return 0, &durationError{msg: "must be at most 366 days"}
+	}
+	return time.Duration(minutes) * time.Minute, nil
+}
+
+// unitSeconds returns the length and rank (3 days, 2 hours, 1 minutes) of
+// a unit, and rank 0 for an unknown one.
+func unitSeconds(unit string) (int64, int) {
+	switch {
+	case isOneOf(unit, []string{"m", "min", "mins", "minute", "minutes"}):
+		return 60, 1
+	case isOneOf(unit, []string{"h", "hr", "hrs", "hour", "hours"}):
+		return 3600, 2
+	case isOneOf(unit, dayWords):
+		return 86400, 3
+	}
+	return 0, 0
+}
+
+var dayWords = []string{"d", "day", "days"}
+
+func isUnit(word string) bool { _, rank := unitSeconds(word); return rank > 0 }
+
+// durationish reports whether a word can be (part of) a duration.
+func durationish(word string) bool {
+	return word != "" && (isDigit(word[0]) || strings.IndexByte("+-.", word[0]) >= 0 || isUnit(word))
+}
+
+// Other verbs.
+
+// id reads a request ID: r12, R12, #r12, #12 or 12, all meaning r12.
+func (p *parser) id() (string, *ParseError) {
+	if !p.more() {
+		return "", p.missing("missing request id, as in r12")
+	}
+	t := p.next()
+	s := strings.TrimPrefix(t.text, "#")
+	if s != "" && (s[0] == 'r' || s[0] == 'R') {
+		s = s[1:]
+	}
+	if t.kind != tokWord || !isDigits(s) || len(s) > maxIDDigits {
+		return "", p.failTok(t, "", "%s is not a request id (ids look like r12)", quoteWord(t.text))
+	}
+	return "r" + s, nil
+}
+
+// denyReason reads the rest of the line: as typed, or one quoted text,
+// after an optional reason= or reason "…".
+func (p *parser) denyReason() (string, *ParseError) {
+	if !p.more() {
+		return "", nil
+	}
+	if p.peekWord("reason") && p.i+1 < len(p.toks) && p.toks[p.i+1].kind != tokWord {
+		p.next()
+		if p.peek().kind == tokEquals {
+			p.next()
+		}
+		if !p.more() {
+			return "", p.missing("missing value for reason")
+		}
+	}
+	switch t := p.peek(); t.kind {
+	case tokOpenQuote:
+		return "", p.failTok(t, "", "unterminated quote")
+	case tokQuoted:
+		p.next()
+		return cleanText(t.text), nil
+	case tokEquals:
+		return "", p.failTok(t, "", "unexpected '='")
+	}
+	reason := cleanText(p.in[p.peek().pos:])
+	p.i = len(p.toks)
+	return reason, nil
+}
+
+// cleanText trims free text and replaces invalid UTF-8.
+func cleanText(s string) string {
+	return strings.ToValidUTF8(strings.TrimFunc(s, isSpace), "\uFFFD")
+}
+
+// track reads <namespace>/<job>.
+func (p *parser) track() (string, string, *ParseError) {
+	if !p.more() {
+		return "", "", p.missing("missing <namespace>/<job>")
+	}
+	t := p.next()
+	slash := strings.IndexByte(t.text, '/')
+	if t.kind != tokWord || slash < 0 {
+		return "", "", p.failTok(t, "", "expected <namespace>/<job>, not %s", quoteWord(t.text))
+	}
+	ns, job := t.text[:slash], t.text[slash+1:]
+	switch {
+	case ns == "":
+		return "", "", p.fail(t.pos, t.pos, "", "missing namespace before '/'")
+	case !isK8sName(ns, 63, false):
+		return "", "", p.fail(t.pos, t.pos+slash, "", "%s is not a namespace name", quoteWord(ns))
+	case job == "":
+		return "", "", p.fail(t.end, t.end, "", "missing job name after '/'")
+	case !isK8sName(job, 253, true):
+		return "", "", p.fail(t.pos+slash+1, t.end, "", "%s is not a job name", quoteWord(job))
+	}
+	return strings.ToLower(ns), strings.ToLower(job), nil
+}
+
+// isK8sName reports whether s is a DNS-1123 label (or, with dots, a
+// subdomain) of at most limit characters, ignoring case.
+func isK8sName(s string, limit int, dots bool) bool {
+	if s == "" || len(s) > limit || !isAlnum(s[0]) || !isAlnum(s[len(s)-1]) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !isAlnum(s[i]) && s[i] != '-' && !(dots && s[i] == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// queue reads [<team>|<flavor>], or "team <t>", or "flavor <f>".
+func (p *parser) queue() (team, flavor string, err *ParseError) {
+	if !p.more() {
+		return "", "", nil
+	}
+	if p.peekWord("team", "flavor") {
+		kw := strings.ToLower(p.next().text)
+		t, err := p.value(kw)
+		if err != nil {
+			return "", "", err
+		}
+		if kw == "team" {
+			team, err = p.checkWord(t, "team", p.v.Teams)
+		} else {
+			flavor, err = p.checkWord(t, "flavor", p.v.Flavors)
+		}
+		return team, flavor, err
+	}
+	if t := p.peek(); t.kind == tokOpenQuote || t.kind == tokEquals {
+		return "", "", p.unexpected(t, nil)
+	}
+	t := p.next()
+	if s, ok := lookupFold(t.text, p.v.Teams); ok {
+		return s, "", nil
+	}
+	if s, ok := lookupFold(t.text, p.v.Flavors); ok {
+		return "", s, nil
+	}
+	switch {
+	case len(p.v.Teams) == 0:
+		team, err = p.checkWord(t, "team", nil)
+		return team, "", err
+	case len(p.v.Flavors) == 0:
+		flavor, err = p.checkWord(t, "flavor", nil)
+		return "", flavor, err
+	}
+	both := append(append([]string(nil), p.v.Teams...), p.v.Flavors...)
+	return "", "", p.failTok(t, Closest(t.text, both), "unknown team or flavor %s", quoteWord(t.text))
+}
+
+// usage reads [<team>] [<days>d] in either order.
+func (p *parser) usage() (team string, days int, err *ParseError) {
+	for p.more() {
+		t := p.peek()
+		switch {
+		case t.kind == tokWord && startsWithDigit(t.text):
+			if days != 0 {
+				return "", 0, p.failTok(t, "", "days given twice")
+			}
+			if days, err = p.days(); err != nil {
+				return "", 0, err
+			}
+		case t.kind == tokWord && isUnit(t.text):
+			return "", 0, p.failTok(t, "", "usage counts whole days, as in 7d")
+		case p.peekWord("team"):
+			if team != "" {
+				return "", 0, p.failTok(t, "", "team given twice")
+			}
+			p.next()
+			v, err := p.value("team")
+			if err != nil {
+				return "", 0, err
+			}
+			if team, err = p.checkWord(v, "team", p.v.Teams); err != nil {
+				return "", 0, err
+			}
+		case team == "" && t.kind != tokEquals && t.kind != tokOpenQuote:
+			p.next()
+			if team, err = p.checkWord(t, "team", p.v.Teams); err != nil {
+				return "", 0, err
+			}
+		default:
+			return "", 0, p.unexpected(t, nil)
+		}
+	}
+	return team, days, nil
+}
+
+// days reads 7d, "7 days" or 7.
+func (p *parser) days() (int, *ParseError) {
+	t := p.next()
+	n := countDigits(t.text)
+	end := t.end
+	switch rest := t.text[n:]; {
+	case rest == "" && p.peekWord(dayWords...):
+		end = p.next().end
+	case rest == "" || isOneOf(rest, dayWords):
+	case isUnit(rest):
+		return 0, p.failTok(t, "", "usage counts whole days, as in 7d")
+	default:
+		return 0, p.failTok(t, "", "expected a number of days, as in 30d, not %s", quoteWord(t.text))
+	}
+	days, ok := atoiMax(t.text[:n], maxUsageDays)
+	if !ok || days < 1 {
+		return 0, p.fail(t.pos, end, "", "days must be from 1 to %d", maxUsageDays)
+	}
+	return days, nil
+}
+
+// topic reads help's optional verb.
+func (p *parser) topic() (Verb, *ParseError) {
+	if !p.more() {
+		return "", nil
+	}
+	t := p.next()
+	if v, ok := lookupVerb(t.text); ok && t.kind == tokWord {
+		return v, nil
+	}
+	return "", p.failTok(t, Closest(t.text, verbNames()), "unknown command %s", quoteWord(t.text))
+}
+
+// Small helpers.
+
+func isDigit(b byte) bool { return '0' <= b && b <= '9' }
+
+func isAlnum(b byte) bool { return isDigit(b) || 'a' <= b|0x20 && b|0x20 <= 'z' }
+
+func startsWithDigit(s string) bool { return s != "" && isDigit(s[0]) }
+
+func countDigits(s string) int {
+	n := 0
+	for n < len(s) && isDigit(s[n]) {
+		n++
+	}
+	return n
+}
+
+func isDigits(s string) bool { return s != "" && countDigits(s) == len(s) }
+
+// atoiMax parses ASCII digits, reporting false if the value exceeds limit.
+func atoiMax(digits string, limit int) (int, bool) {
+	n := 0
+	for i := 0; i < len(digits); i++ {
+		n = n*10 + int(digits[i]-'0')
+		if n > limit {
+			return 0, false
+		}
+	}
+	return n, true
+}
+
+func skipSpace(s string, i int) int {
+	for i < len(s) {
+		r, w := utf8.DecodeRuneInString(s[i:])
+		if !isSpace(r) {
+			break
+		}
+		i += w
+	}
+	return i
+}
+
+// cutTimes reports whether s starts with a multiplication sign (x, X or ×)
+// and returns what follows it and its width (0 if there is none).
+func cutTimes(s string) (after string, width int, empty bool) {
+	for _, x := range []string{"x", "X", "×"} {
+		if strings.HasPrefix(s, x) {
+			return s[len(x):], len(x), len(s) == len(x)
+		}
+	}
+	return "", 0, false
+}
+
+func isTimes(s string) bool { _, w, empty := cutTimes(s); return w > 0 && empty }
+
+func isOneOf(word string, list []string) bool {
+	_, ok := lookupFold(word, list)
+	return ok
+}
+
+// lookupFold returns the element of list equal to word without regard to
+// case.
+func lookupFold(word string, list []string) (string, bool) {
+	for _, s := range list {
+		if strings.EqualFold(word, s) {
+			return s, true
+		}
+	}
+	return "", false
+}

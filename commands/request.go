@@ -1,0 +1,380 @@
+package commands
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gpubot/gpubot/allocator"
+	"github.com/gpubot/gpubot/records"
+)
+
+// request handles /gpu request: validate, decide, persist, then act.
+func (s *Service) request(c *call, spec RequestSpec) {
+	r, problem := s.draft(c.who, spec, c.now)
+	if problem != "" {
+		s.audit(c, c.who.Name, "request", "", "invalid", problem)
+		c.private(plain(problem, contextBlock("Example: /gpu request 8xh100 for 4h team "+s.defaultTeam(c.who))))
+		return
+	}
+	snap, err := s.deps.Cluster.Snapshot(c.ctx)
+	if err != nil {
+		s.failed(c, "reading the cluster", err)
+		return
+	}
+	if why := s.never(snap, r); why != "" {
+		s.audit(c, c.who.Name, "request", "", "invalid", why)
+		c.private(plain(why))
+		return
+	}
+	id, err := s.deps.IDs.NextRequestID(c.ctx)
+	if err != nil {
+		s.failed(c, "saving your request", err)
+		return
+	}
+	r.ID = id
+	r.Channel = s.channelOf(r.Team)
+	r.Approval = s.approvalNeeds(snap, r)
+	detail := describe(r)
+	if len(r.Approval) > 0 && !s.canApprove(c.who, r.Team) {
+		r.State = records.StateAwaitingApproval
+		if err := s.deps.Requests.PutRequest(c.ctx, r); err != nil {
+			s.failed(c, "saving your request", err)
+			return
+		}
+		s.audit(c, c.who.Name, "request", r.ID, "ok", detail+"; needs approval: "+strings.Join(r.Approval, ", "))
+		c.emit(Output{To: Destination{Kind: ToChannel, Channel: r.Channel, Request: r.ID}, Reply: s.card(c, r, nil)})
+		c.private(plain(fmt.Sprintf("%s needs approval (%s); %s can approve it. I posted it in %s and will tell you when it is decided.",
+			r.ID, strings.Join(r.Approval, "; "), orList(s.approvers(r.Team)), r.Channel)))
+		return
+	}
+	if len(r.Approval) > 0 {
+		r.ApprovedBy = c.who.Name
+	}
+	s.audit(c, c.who.Name, "request", r.ID, "ok", detail)
+	if r.ApprovedBy != "" {
+		s.audit(c, c.who.Name, "approve", r.ID, "ok", "self-approved: "+s.role(c.who, r.Team))
+	}
+	s.submit(c, r)
+}
+
+// submit persists r as queued, hands it to the cluster, and reports.
+func (s *Service) submit(c *call, r records.Request) {
+	r.State = records.StateQueued
+	r.SubmittedAt = c.now
+	r.QueuedAt = c.now
+	if err := s.deps.Requests.PutRequest(c.ctx, r); err != nil {
+		s.failed(c, "saving "+r.ID, err)
+		return
+	}
+	events, err := s.deps.Cluster.Apply(c.ctx, Op{Kind: OpSubmit, Workload: s.workload(r)})
+	if err != nil {
+		// The request is saved as queued; the next sync resubmits it.
+		s.log.Error("submitting workload", "request", r.ID, "err", err)
+		s.audit(c, "gpubot", "submit", r.ID, "error", err.Error())
+		c.private(plain(fmt.Sprintf("%s is saved, but the cluster did not take it yet (%s). gpubot retries on its own; /gpu status %s shows where it stands.", r.ID, plainError(err), r.ID)))
+		return
+	}
+	s.observe(c, events, r.ID)
+	victims := victimsOf(events, r.ID)
+	r, err = s.deps.Requests.GetRequest(c.ctx, r.ID)
+	if err != nil {
+		s.failed(c, "reading "+r.ID, err)
+		return
+	}
+	snap, err := s.deps.Cluster.Snapshot(c.ctx)
+	if err != nil {
+		s.failed(c, "reading the cluster", err)
+		return
+	}
+	var est *allocator.Estimate
+	if r.State == records.StateQueued {
+		e := allocator.EstimateFor(snap, r.ID, s.estimateOptions(c))
+		est = &e
+		posted := toRecord(c.now, e)
+		r.Estimate, r.FirstEstimate = posted, posted
+		if err := s.deps.Requests.PutRequest(c.ctx, r); err != nil {
+			s.log.Error("saving estimate", "request", r.ID, "err", err)
+		}
+	}
+	card := s.cardWith(c, r, snap, est)
+	out := Output{To: Destination{Kind: ToChannel, Channel: r.Channel, Request: r.ID}, Reply: card}
+	// The card comes first; updates about other requests follow it.
+	first := []Output{out}
+	note := ""
+	if len(victims) > 0 {
+		note = fmt.Sprintf("Started at once by preempting %s: %s.", s.victimList(c, victims), s.preemptionWhy(c, r, victims))
+		first = append(first, thread(r.ID, plain(note)))
+		note = " " + note
+	}
+	c.outs = append(first, c.outs...)
+	if c.in.Channel != r.Channel && c.who.Name == r.Requester {
+		c.private(plain(fmt.Sprintf("%s.%s Updates follow in its thread in %s.", card.Text, note, r.Channel)))
+	}
+}
+
+// victimsOf lists the workloads preempted by id in events.
+func victimsOf(events []allocator.Event, id string) []string {
+	var out []string
+	for _, ev := range events {
+		if ev.Kind == allocator.EventPreempted && ev.By == id {
+			out = append(out, ev.ID)
+		}
+	}
+	return out
+}
+
+// preemptionWhy says which Kueue policy allowed an automatic preemption.
+func (s *Service) preemptionWhy(c *call, r records.Request, victims []string) string {
+	var same, other []string
+	for _, id := range victims {
+		v, err := s.deps.Requests.GetRequest(c.ctx, id)
+		if err != nil || v.Team == r.Team {
+			same = append(same, id)
+		} else {
+			other = append(other, v.Team)
+		}
+	}
+	var why []string
+	if len(same) > 0 {
+		why = append(why, fmt.Sprintf("%s's policy lets higher-priority work preempt its own lower-priority work", r.Team))
+	}
+	if len(other) > 0 {
+		why = append(why, fmt.Sprintf("%s reclaims its quota from %s, which was borrowing it", r.Team, strings.Join(uniq(other), " and ")))
+	}
+	return strings.Join(why, "; ")
+}
+
+// draft validates spec for who and fills in defaults. It returns the
+// request or a sentence saying what is wrong.
+func (s *Service) draft(who *Person, spec RequestSpec, now time.Time) (records.Request, string) {
+	r := records.Request{
+		Requester: who.Name,
+		GPUs:      spec.GPUs,
+		Flavor:    spec.Flavor,
+		Duration:  spec.Duration,
+		Team:      spec.Team,
+		Priority:  spec.Priority,
+		Topology:  spec.Topology,
+		Template:  spec.Template,
+		Reason:    spec.Reason,
+		Origin:    "chat",
+		CreatedAt: now,
+	}
+	if r.Team == "" {
+		r.Team = s.defaultTeam(who)
+		if r.Team == "" {
+			return r, fmt.Sprintf("You are not in any team, so say which one: add team <name> (teams: %s).", strings.Join(teamNames(s.set.Teams), ", "))
+		}
+	}
+	team, ok := s.teams[r.Team]
+	if !ok {
+		return r, fmt.Sprintf("There is no team %q.", r.Team)
+	}
+	if !who.Admin && !inTeam(who.Name, team) {
+		return r, fmt.Sprintf("You are not a member of %s, so you cannot request GPUs on its quota. Your teams: %s.", team.Name, orNone(s.teamsOf(who)))
+	}
+	q, _ := s.queue(r.Team)
+	if r.Flavor != "" && !slices.Contains(q.Flavors, r.Flavor) {
+		return r, fmt.Sprintf("Team %s has no quota on %s; its flavors are %s.", r.Team, r.Flavor, strings.Join(q.Flavors, ", "))
+	}
+	if r.Priority == "" {
+		r.Priority = s.set.DefaultPriority
+	}
+	if r.Template == "" && len(s.set.Templates) > 0 {
+		r.Template = s.set.Templates[0]
+	}
+	if s.set.MaxDuration > 0 && r.Duration > s.set.MaxDuration {
+		return r, fmt.Sprintf("%s is longer than the longest request allowed (%s); ask for less and extend later if needed.", fmtDuration(r.Duration), fmtDuration(s.set.MaxDuration))
+	}
+	if _, err := allocator.ParseLevel(r.Topology); err != nil {
+		return r, err.Error()
+	}
+	// The size must split into equal pods on at least one usable flavor.
+	var shapeErr error
+	for _, f := range s.candidateFlavors(r) {
+		fl, _ := s.flavor(f)
+		if _, _, err := allocator.PodShape(r.GPUs, fl.GPUsPerNode); err != nil {
+			shapeErr = err
+			continue
+		}
+		shapeErr = nil
+		break
+	}
+	if shapeErr != nil {
+		return r, fmt.Sprintf("%d GPUs cannot be split into equal pods: %s.", r.GPUs, shapeErr)
+	}
+	return r, ""
+}
+
+// never says why r could not run even on an empty cluster, or "".
+func (s *Service) never(snap *allocator.Snapshot, r records.Request) string {
+	empty, err := allocator.NewSnapshot(snap.Cluster(), snap.Now(), nil, nil)
+	if err != nil {
+		return ""
+	}
+	w := s.workload(r)
+	w.ID = "draft"
+	_, reason := empty.Fit(w)
+	if reason == allocator.ReasonNone {
+		return ""
+	}
+	q, _ := s.queue(r.Team)
+	flavors := strings.Join(s.candidateFlavors(r), " or ")
+	switch reason {
+	case allocator.ReasonQuota, allocator.ReasonCohort:
+		return fmt.Sprintf("%d× %s can never be admitted for %s: it is more than the team may use even with the whole shared pool (%s). Ask for fewer GPUs.", r.GPUs, flavors, r.Team, quotaSummary(q))
+	case allocator.ReasonTopology:
+		return fmt.Sprintf("%d GPUs never fit in one %s of %s. Ask for fewer GPUs or a wider topology (host < rack < block).", r.GPUs, r.Topology, flavors)
+	default:
+		return fmt.Sprintf("%d× %s can never be admitted: the cluster does not have that many GPUs of that kind.", r.GPUs, flavors)
+	}
+}
+
+func quotaSummary(q allocator.Queue) string {
+	var parts []string
+	for _, f := range q.Flavors {
+		qu := q.Quotas[f]
+		p := fmt.Sprintf("%s: %d nominal", f, qu.Nominal)
+		if qu.BorrowingLimit != nil {
+			p += fmt.Sprintf(" + up to %d borrowed", *qu.BorrowingLimit)
+		} else if q.Cohort != "" {
+			p += " + what the pool lends"
+		}
+		parts = append(parts, p)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// workload is the allocator's view of r.
+func (s *Service) workload(r records.Request) allocator.Workload {
+	lvl, _ := allocator.ParseLevel(r.Topology)
+	created := r.SubmittedAt
+	if created.IsZero() {
+		created = r.CreatedAt
+	}
+	return allocator.Workload{
+		ID:       r.ID,
+		Queue:    r.Team,
+		Priority: s.prio[r.Priority],
+		GPUs:     r.GPUs,
+		Flavor:   r.Flavor,
+		Topology: lvl,
+		Created:  created,
+		Duration: r.Duration,
+	}
+}
+
+// candidateFlavors are the flavors r may run on, in the order tried.
+func (s *Service) candidateFlavors(r records.Request) []string {
+	if r.Flavor != "" {
+		return []string{r.Flavor}
+	}
+	q, _ := s.queue(r.Team)
+	return q.Flavors
+}
+
+// approvalNeeds lists why r needs approval under the rules.
+func (s *Service) approvalNeeds(snap *allocator.Snapshot, r records.Request) []string {
+	rules := s.set.Approval
+	var why []string
+	if rules.AboveGPUs > 0 && r.GPUs > rules.AboveGPUs {
+		why = append(why, fmt.Sprintf("more than %d GPUs", rules.AboveGPUs))
+	}
+	if slices.Contains(rules.Priorities, r.Priority) {
+		why = append(why, "priority "+r.Priority)
+	}
+	if rules.Borrowing {
+		if f, over := s.wouldBorrow(snap, r); over > 0 {
+			why = append(why, fmt.Sprintf("borrows %d %s GPUs beyond %s's quota", over, f, r.Team))
+		}
+	}
+	return why
+}
+
+// wouldBorrow reports by how many GPUs r would take its team above the
+// nominal quota of the flavor it would most likely get.
+func (s *Service) wouldBorrow(snap *allocator.Snapshot, r records.Request) (string, int) {
+	var standing allocator.QueueStanding
+	for _, st := range snap.Standing() {
+		if st.Queue == r.Team {
+			standing = st
+		}
+	}
+	w := s.workload(r)
+	w.ID = "draft"
+	flavor := ""
+	if a, reason := snap.Fit(w); reason == allocator.ReasonNone {
+		flavor = a.Flavor
+	} else if fs := s.candidateFlavors(r); len(fs) > 0 {
+		flavor = fs[0]
+	}
+	over := standing.Used[flavor] + r.GPUs - standing.Nominal[flavor]
+	if over > r.GPUs {
+		over = r.GPUs
+	}
+	return flavor, over
+}
+
+func (s *Service) defaultTeam(p *Person) string {
+	if ts := s.teamsOf(p); len(ts) > 0 {
+		return ts[0]
+	}
+	return ""
+}
+
+func (s *Service) teamsOf(p *Person) []string {
+	var out []string
+	for _, t := range s.set.Teams {
+		if inTeam(p.Name, &t) {
+			out = append(out, t.Name)
+		}
+	}
+	return out
+}
+
+func inTeam(name string, t *Team) bool {
+	return slices.ContainsFunc(t.Members, func(m string) bool { return strings.EqualFold(m, name) }) ||
+		slices.ContainsFunc(t.Leads, func(m string) bool { return strings.EqualFold(m, name) })
+}
+
+func (s *Service) channelOf(team string) string {
+	if t, ok := s.teams[team]; ok && t.Channel != "" {
+		return t.Channel
+	}
+	if s.set.DefaultChannel != "" {
+		return s.set.DefaultChannel
+	}
+	return "#gpu"
+}
+
+// describe is a request's size in words, for logs and the audit.
+func describe(r records.Request) string {
+	f := r.Flavor
+	if f == "" {
+		f = "any"
+	}
+	d := fmt.Sprintf("%d× %s for %s, team %s, priority %s", r.GPUs, f, fmtDuration(r.Duration), r.Team, r.Priority)
+	if r.Topology != "" {
+		d += ", topology " + r.Topology
+	}
+	return d
+}
+
+func orList(xs []string) string {
+	switch len(xs) {
+	case 0:
+		return "nobody"
+	case 1:
+		return xs[0]
+	}
+	return strings.Join(xs[:len(xs)-1], ", ") + " or " + xs[len(xs)-1]
+}
+
+func orNone(xs []string) string {
+	if len(xs) == 0 {
+		return "none"
+	}
+	return strings.Join(xs, ", ")
+}

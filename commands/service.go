@@ -1,0 +1,286 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gpubot/gpubot/allocator"
+	"github.com/gpubot/gpubot/records"
+)
+
+// Deps are the service's required collaborators.
+type Deps struct {
+	Cluster  Cluster
+	Requests RequestStore
+	IDs      IDSource
+	Audit    AuditLog
+	Usage    UsageLog
+	Clock    Clock
+}
+
+// Option configures a Service.
+type Option func(*Service)
+
+// WithLogger sets the operator's log. Default: discard.
+func WithLogger(l *slog.Logger) Option { return func(s *Service) { s.log = l } }
+
+// WithEstimateHorizon bounds how far ahead estimates simulate. Default 30 days.
+func WithEstimateHorizon(d time.Duration) Option {
+	return func(s *Service) { s.horizon = d }
+}
+
+// Service turns what people type and press, and what the cluster does,
+// into decisions, stored state and replies. It is safe for concurrent use;
+// operations are serialised.
+type Service struct {
+	set     Settings
+	deps    Deps
+	log     *slog.Logger
+	horizon time.Duration
+
+	mu       sync.Mutex
+	vocab    Vocabulary
+	cluster  *allocator.Cluster
+	people   map[string]*Person // by lower-case name and by chat ID
+	teams    map[string]*Team
+	prio     map[string]int32
+	lastSync time.Time
+}
+
+// NewService checks the settings against the cluster and returns a service.
+func NewService(ctx context.Context, set Settings, deps Deps, opts ...Option) (*Service, error) {
+	if deps.Cluster == nil || deps.Requests == nil || deps.IDs == nil || deps.Audit == nil || deps.Usage == nil || deps.Clock == nil {
+		return nil, errors.New("commands: NewService needs every dependency in Deps")
+	}
+	s := &Service{
+		set:     set,
+		deps:    deps,
+		log:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+		horizon: 30 * 24 * time.Hour,
+		people:  map[string]*Person{},
+		teams:   map[string]*Team{},
+		prio:    map[string]int32{},
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	if s.set.EndWarning <= 0 {
+		s.set.EndWarning = 15 * time.Minute
+	}
+	if s.set.Location == nil {
+		s.set.Location = time.UTC
+	}
+	for i := range s.set.People {
+		p := &s.set.People[i]
+		s.people[strings.ToLower(p.Name)] = p
+		if p.ChatID != "" {
+			s.people[p.ChatID] = p
+		}
+	}
+	for i := range s.set.Teams {
+		t := &s.set.Teams[i]
+		s.teams[t.Name] = t
+	}
+	for _, p := range s.set.Priorities {
+		s.prio[p.Name] = p.Value
+	}
+	if len(s.set.Priorities) == 0 {
+		return nil, errors.New("commands: settings define no priorities")
+	}
+	if s.set.DefaultPriority == "" {
+		s.set.DefaultPriority = s.set.Priorities[0].Name
+	}
+	snap, err := deps.Cluster.Snapshot(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the cluster: %w", err)
+	}
+	s.cluster = snap.Cluster()
+	s.vocab = Vocabulary{Teams: teamNames(s.set.Teams), Templates: s.set.Templates}
+	for _, f := range s.cluster.Flavors {
+		s.vocab.Flavors = append(s.vocab.Flavors, f.Name)
+	}
+	for _, p := range s.set.Priorities {
+		s.vocab.Priorities = append(s.vocab.Priorities, p.Name)
+	}
+	for _, t := range s.set.Teams {
+		if _, ok := s.queue(t.Name); !ok {
+			return nil, fmt.Errorf("commands: team %s has no queue in the cluster", t.Name)
+		}
+	}
+	return s, nil
+}
+
+// Vocabulary returns the words the parser accepts (flavors, teams, …).
+func (s *Service) Vocabulary() Vocabulary { return s.vocab }
+
+// Settings returns the settings the service runs with.
+func (s *Service) Settings() Settings { return s.set }
+
+func teamNames(ts []Team) []string {
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		out[i] = t.Name
+	}
+	return out
+}
+
+func (s *Service) queue(name string) (allocator.Queue, bool) {
+	for _, q := range s.cluster.Queues {
+		if q.Name == name {
+			return q, true
+		}
+	}
+	return allocator.Queue{}, false
+}
+
+func (s *Service) flavor(name string) (allocator.Flavor, bool) {
+	for _, f := range s.cluster.Flavors {
+		if f.Name == name {
+			return f, true
+		}
+	}
+	return allocator.Flavor{}, false
+}
+
+// call carries one handled input.
+type call struct {
+	ctx  context.Context
+	now  time.Time
+	who  *Person
+	in   Input
+	outs []Output
+}
+
+func (c *call) private(r Reply)  { c.outs = append(c.outs, private(r)) }
+func (c *call) emit(o ...Output) { c.outs = append(c.outs, o...) }
+
+// Handle answers one input. It never panics and always says something to
+// the sender.
+func (s *Service) Handle(ctx context.Context, in Input) (outs []Output) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := &call{ctx: ctx, now: s.deps.Clock.Now(), in: in}
+	defer func() {
+		if v := recover(); v != nil {
+			ref := fmt.Sprintf("E%d", c.now.UnixNano()%1_000_000)
+			s.log.Error("panic handling input", "ref", ref, "user", in.User, "text", in.Text, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			outs = append(c.outs, private(plain(fmt.Sprintf("Something went wrong on gpubot's side while handling that (ref %s). The operator's log has the details; please try again.", ref))))
+		}
+	}()
+	s.handle(c)
+	if len(c.outs) == 0 {
+		c.private(plain("Done."))
+	}
+	return c.outs
+}
+
+func (s *Service) handle(c *call) {
+	who, ok := s.who(c.in.User)
+	action := "command"
+	if c.in.Action != nil {
+		action = string(c.in.Action.Name)
+	}
+	if !ok {
+		s.audit(c, c.in.User, action, "", "refused", "unknown user")
+		c.private(plain(fmt.Sprintf("I don't know who you are (%s). Ask a gpubot admin to add your Slack user ID to the people in gpubot's config.", c.in.User)))
+		return
+	}
+	c.who = who
+	if c.in.Action != nil {
+		s.press(c, *c.in.Action)
+		return
+	}
+	cmd, err := Parse(c.in.Text, s.vocab)
+	if err != nil {
+		s.audit(c, who.Name, "command", "", "invalid", err.Error())
+		c.private(parseErrorReply(err))
+		return
+	}
+	switch cmd.Verb {
+	case VerbRequest:
+		s.request(c, *cmd.Spec)
+	case VerbWhatIf:
+		if cmd.Delta != nil {
+			s.whatIfCapacity(c, *cmd.Delta)
+		} else {
+			s.whatIf(c, *cmd.Spec)
+		}
+	case VerbStatus:
+		s.status(c, cmd.ID)
+	case VerbQueue:
+		s.queueView(c, cmd.Team, cmd.Flavor)
+	case VerbCapacity:
+		s.capacity(c)
+	case VerbUsage:
+		s.usage(c, cmd.Team, cmd.Days)
+	case VerbCancel, VerbRelease, VerbApprove, VerbPreempt:
+		s.act(c, Action{Name: cmd.Verb, Request: cmd.ID})
+	case VerbExtend:
+		s.act(c, Action{Name: cmd.Verb, Request: cmd.ID, Arg: cmd.Duration.String()})
+	case VerbDeny:
+		s.act(c, Action{Name: cmd.Verb, Request: cmd.ID, Arg: cmd.Reason})
+	case VerbTrack:
+		s.audit(c, who.Name, "track", cmd.Namespace+"/"+cmd.Job, "refused", "no cluster")
+		c.private(plain(fmt.Sprintf("track follows a workload submitted outside gpubot, so it needs a Kubernetes cluster; gpubot is running on its simulated cluster, where every workload is already a gpubot request. Connect a cluster (--kubeconfig) to track %s/%s.", cmd.Namespace, cmd.Job)))
+	case VerbHelp:
+		c.private(helpReply(cmd.Topic))
+	default:
+		c.private(plain(fmt.Sprintf("%s is not implemented yet.", cmd.Verb)))
+	}
+}
+
+// press handles a button.
+func (s *Service) press(c *call, a Action) {
+	switch a.Name {
+	case VerbApprove, VerbDeny, VerbPreempt, VerbCancel, VerbRelease, VerbExtend:
+		s.act(c, a)
+	default:
+		s.audit(c, c.who.Name, string(a.Name), a.Request, "invalid", "unknown button")
+		c.private(plain(fmt.Sprintf("That button (%q) is not one gpubot knows; nothing was changed.", a.Name)))
+	}
+}
+
+func (s *Service) who(user string) (*Person, bool) {
+	if p, ok := s.people[user]; ok {
+		return p, true
+	}
+	p, ok := s.people[strings.ToLower(user)]
+	return p, ok
+}
+
+func (s *Service) person(name string) *Person {
+	if p, ok := s.people[strings.ToLower(name)]; ok {
+		return p
+	}
+	return &Person{Name: name}
+}
+
+// audit appends to the audit log; a failure is logged, not shown.
+func (s *Service) audit(c *call, actor, action, target, outcome, detail string) {
+	e := records.AuditEntry{At: c.now, Actor: actor, Action: action, Target: target, Outcome: outcome, Detail: detail}
+	if _, err := s.deps.Audit.AppendAudit(c.ctx, e); err != nil {
+		s.log.Error("appending to the audit log", "err", err, "action", action, "target", target)
+	}
+}
+
+// failed tells the sender that an operation failed on gpubot's side.
+func (s *Service) failed(c *call, doing string, err error) {
+	s.log.Error(doing, "err", err, "user", c.who.Name)
+	c.private(plain(fmt.Sprintf("Sorry, %s failed on gpubot's side: %s. Nothing else was changed; please try again.", doing, plainError(err))))
+}
+
+// plainError keeps the first line of an error for users.
+func plainError(err error) string {
+	msg := err.Error()
+	if i := strings.IndexByte(msg, '\n'); i >= 0 {
+		msg = msg[:i]
+	}
+	return msg
+}

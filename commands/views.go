@@ -1,0 +1,308 @@
+package commands
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/gpubot/gpubot/allocator"
+	"github.com/gpubot/gpubot/records"
+)
+
+// maxRows bounds tables in chat; the rest is summarised.
+const maxRows = 25
+
+// status shows the sender's requests, or one request.
+func (s *Service) status(c *call, id string) {
+	if id != "" {
+		r, err := s.deps.Requests.GetRequest(c.ctx, id)
+		if err != nil {
+			c.private(plain(fmt.Sprintf("There is no request %s. /gpu status lists yours.", id)))
+			return
+		}
+		c.private(s.card(c, r, nil))
+		return
+	}
+	since := c.now.Add(-24 * time.Hour)
+	mine, err := s.deps.Requests.ListRequests(c.ctx, func(r records.Request) bool {
+		return strings.EqualFold(r.Requester, c.who.Name) && (!r.State.Final() || r.EndedAt.After(since))
+	})
+	if err != nil {
+		s.failed(c, "listing your requests", err)
+		return
+	}
+	if len(mine) == 0 {
+		c.private(plain("You have no open requests and none ended in the last 24h. Try /gpu request 8xh100 for 4h."))
+		return
+	}
+	rows := make([][]string, 0, len(mine))
+	for _, r := range mine {
+		rows = append(rows, []string{r.ID, size(r, s.candidateFlavors(r)), fmtDuration(r.Duration), r.Team, r.Priority, string(r.State), s.statusWhen(r)})
+	}
+	c.private(plain(fmt.Sprintf("%s, you have %d request(s) open or ended in the last 24h.", c.who.Name, len(mine)),
+		table([]string{"ID", "Size", "For", "Team", "Priority", "State", "When"}, rows),
+		contextBlock("/gpu status <id> shows one request with its buttons.")))
+}
+
+func (s *Service) statusWhen(r records.Request) string {
+	switch r.State {
+	case records.StateQueued:
+		if r.Estimate != nil {
+			return s.estimateText(r.Estimate)
+		}
+		return "estimating"
+	case records.StateRunning:
+		return "since " + s.clock(r.AdmittedAt) + ", ends " + s.clock(r.AdmittedAt.Add(r.Duration))
+	case records.StateAwaitingApproval:
+		return "asked " + s.clock(r.CreatedAt)
+	}
+	return s.clock(r.EndedAt) + suffix(": ", r.EndReason)
+}
+
+// queueView lists pending work in admission order.
+func (s *Service) queueView(c *call, team, flavor string) {
+	snap, err := s.deps.Cluster.Snapshot(c.ctx)
+	if err != nil {
+		s.failed(c, "reading the cluster", err)
+		return
+	}
+	ests := allocator.Estimates(snap, s.estimateOptions(c))
+	var rows [][]string
+	counts := map[allocator.Reason]int{}
+	n := 0
+	for _, id := range snap.Order() {
+		w, _ := snap.Workload(id)
+		r, err := s.deps.Requests.GetRequest(c.ctx, id)
+		if err != nil {
+			r = records.Request{ID: id, Team: w.Queue, GPUs: w.GPUs, Flavor: w.Flavor, Requester: "?"}
+		}
+		if team != "" && r.Team != team {
+			continue
+		}
+		if flavor != "" && !slices.Contains(s.candidateFlavors(r), flavor) {
+			continue
+		}
+		n++
+		e := ests[id]
+		counts[e.Reason]++
+		if len(rows) < maxRows {
+			rows = append(rows, []string{fmt.Sprint(n), id, r.Requester, r.Team, size(r, s.candidateFlavors(r)), r.Priority, string(e.Reason), s.estimateWindow(toRecord(c.now, e))})
+		}
+	}
+	held, _ := s.deps.Requests.ListRequests(c.ctx, func(r records.Request) bool {
+		return r.State == records.StateAwaitingApproval && (team == "" || r.Team == team) && (flavor == "" || slices.Contains(s.candidateFlavors(r), flavor))
+	})
+	scope := "the cluster"
+	if team != "" {
+		scope = team
+	} else if flavor != "" {
+		scope = flavor
+	}
+	if n == 0 && len(held) == 0 {
+		c.private(plain(fmt.Sprintf("Nothing is waiting in %s: requests that fit start at once.", scope)))
+		return
+	}
+	var blocks []Block
+	if n > 0 {
+		blocks = append(blocks, table([]string{"#", "ID", "Who", "Team", "Size", "Priority", "Waits for", "Starts"}, rows))
+		if n > len(rows) {
+			blocks = append(blocks, contextBlock(fmt.Sprintf("…and %d more.", n-len(rows))))
+		}
+		blocks = append(blocks, section(boundSummary(counts, n)))
+	}
+	for _, r := range held {
+		blocks = append(blocks, section(fmt.Sprintf("%s (%s, %s) awaits approval by %s; it holds no quota.", r.ID, r.Requester, size(r, s.candidateFlavors(r)), orList(s.approvers(r.Team)))))
+	}
+	blocks = append(blocks, contextBlock(fmt.Sprintf("Admission order: %s.", policyWords(snap.Cluster().Policy))))
+	c.private(plain(fmt.Sprintf("%d request(s) waiting in %s, in admission order.", n, scope), blocks...))
+}
+
+// boundSummary says what the queue is bound by.
+func boundSummary(counts map[allocator.Reason]int, n int) string {
+	type kv struct {
+		r allocator.Reason
+		n int
+	}
+	var xs []kv
+	for r, k := range counts {
+		xs = append(xs, kv{r, k})
+	}
+	sort.Slice(xs, func(i, j int) bool {
+		if xs[i].n != xs[j].n {
+			return xs[i].n > xs[j].n
+		}
+		return xs[i].r < xs[j].r
+	})
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		name := string(x.r)
+		if name == "" {
+			name = "next cycle"
+		}
+		parts[i] = fmt.Sprintf("%d %s", x.n, name)
+	}
+	bound := "mixed"
+	if len(xs) > 0 && 2*xs[0].n > n && xs[0].r != "" {
+		bound = string(xs[0].r) + "-bound"
+	}
+	return fmt.Sprintf("Waiting for: %s. The queue is %s.", strings.Join(parts, ", "), bound)
+}
+
+func policyWords(p allocator.Policy) string {
+	if p.Mode == allocator.FairSharing {
+		return fmt.Sprintf("priority, then fair share (usage with a %s half-life, divided by team weight), then arrival", fmtDuration(p.HalfLife))
+	}
+	return "priority, then arrival (best-effort FIFO)"
+}
+
+// capacity shows per-flavor capacity and fragmentation.
+func (s *Service) capacity(c *call) {
+	snap, err := s.deps.Cluster.Snapshot(c.ctx)
+	if err != nil {
+		s.failed(c, "reading the cluster", err)
+		return
+	}
+	var rows [][]string
+	for _, f := range snap.Capacity(s.mix(c)) {
+		l := f.Largest
+		rows = append(rows, []string{
+			f.Flavor, fmt.Sprint(f.Nodes), fmt.Sprint(f.Total), fmt.Sprint(f.Used), fmt.Sprint(f.Free),
+			fmt.Sprintf("%d / %d / %d / %d", l[allocator.LevelNone], l[allocator.LevelHost], l[allocator.LevelRack], l[allocator.LevelBlock]),
+			fmt.Sprintf("%.0f GPUs (%.1f%% of all, %.1f%% of free)", f.Fragmented, f.FragPctAll, f.FragPctFree),
+		})
+	}
+	c.private(plain("Capacity now, per flavor.",
+		table([]string{"Flavor", "Nodes", "GPUs", "Used", "Free", "Largest fit: any/host/rack/block", "Fragmented"}, rows),
+		contextBlock("Fragmented: free GPUs expected to be unusable by a typical request (sizes weighted by the last 14 days of requests)."),
+	))
+}
+
+// mix is the share of recent requests by pod size.
+func (s *Service) mix(c *call) allocator.Mix {
+	since := c.now.Add(-14 * 24 * time.Hour)
+	recent, err := s.deps.Requests.ListRequests(c.ctx, func(r records.Request) bool { return r.CreatedAt.After(since) })
+	if err != nil || len(recent) == 0 {
+		return nil
+	}
+	m := allocator.Mix{}
+	for _, r := range recent {
+		per := 0
+		for _, f := range s.candidateFlavors(r) {
+			fl, _ := s.flavor(f)
+			if _, p, err := allocator.PodShape(r.GPUs, fl.GPUsPerNode); err == nil {
+				per = p
+				break
+			}
+		}
+		if per > 0 {
+			m[per]++
+		}
+	}
+	return m
+}
+
+// usage shows GPU-hours per team, fair-share standing and how good the
+// estimates were.
+func (s *Service) usage(c *call, team string, days int) {
+	if days <= 0 {
+		days = 7
+	}
+	from := c.now.Add(-time.Duration(days) * 24 * time.Hour)
+	recs, err := s.deps.Usage.Usage(c.ctx, from, c.now)
+	if err != nil {
+		s.failed(c, "reading usage", err)
+		return
+	}
+	running, _ := s.deps.Requests.ListRequests(c.ctx, func(r records.Request) bool { return r.State == records.StateRunning })
+	for _, r := range running {
+		recs = append(recs, records.UsageRecord{Request: r.ID, Team: r.Team, Requester: r.Requester, Flavor: r.AdmittedFlavor, GPUs: r.GPUs, Start: r.AdmittedAt, End: c.now})
+	}
+	hours := map[string]float64{}
+	people := map[string]float64{}
+	total := 0.0
+	for _, u := range recs {
+		h := u.GPUHours(from, c.now)
+		hours[u.Team] += h
+		total += h
+		if team == "" || u.Team == team {
+			people[u.Requester] += h
+		}
+	}
+	snap, err := s.deps.Cluster.Snapshot(c.ctx)
+	if err != nil {
+		s.failed(c, "reading the cluster", err)
+		return
+	}
+	var rows [][]string
+	for _, st := range snap.Standing() {
+		if team != "" && st.Queue != team {
+			continue
+		}
+		used, nominal, borrowed := 0, 0, 0
+		for f := range st.Used {
+			used += st.Used[f]
+			borrowed += st.Borrowing[f]
+		}
+		for f := range st.Nominal {
+			nominal += st.Nominal[f]
+		}
+		share := 0.0
+		if total > 0 {
+			share = 100 * hours[st.Queue] / total
+		}
+		rows = append(rows, []string{st.Queue, fmt.Sprintf("%.0f", hours[st.Queue]), fmt.Sprintf("%.0f%%", share),
+			fmt.Sprintf("%d / %d", used, nominal), fmt.Sprint(borrowed), fmt.Sprint(st.Pending), fmt.Sprintf("%.1f", st.Share)})
+	}
+	blocks := []Block{table([]string{"Team", "GPU-hours", "Share", "GPUs now / nominal", "Borrowed", "Pending", "Fair-share usage"}, rows)}
+	if team != "" && len(people) > 0 {
+		var prow [][]string
+		names := make([]string, 0, len(people))
+		for n := range people {
+			names = append(names, n)
+		}
+		sort.Slice(names, func(i, j int) bool {
+			return people[names[i]] > people[names[j]] || people[names[i]] == people[names[j]] && names[i] < names[j]
+		})
+		for _, n := range names {
+			prow = append(prow, []string{n, fmt.Sprintf("%.0f", people[n])})
+		}
+		blocks = append(blocks, table([]string{"Person", "GPU-hours"}, prow))
+	}
+	blocks = append(blocks, section(s.calibration(c, from, team)))
+	blocks = append(blocks, contextBlock("Fair-share usage: GPU-hours decayed with the configured half-life, divided by the team's weight; lower goes first among equal priorities when fair sharing is on."))
+	scope := "all teams"
+	if team != "" {
+		scope = team
+	}
+	c.private(plain(fmt.Sprintf("GPU usage over the last %d days, %s: %.0f GPU-hours.", days, scope, total), blocks...))
+}
+
+// calibration scores first estimates against actual starts since from.
+func (s *Service) calibration(c *call, from time.Time, team string) string {
+	started, err := s.deps.Requests.ListRequests(c.ctx, func(r records.Request) bool {
+		return !r.AdmittedAt.IsZero() && r.AdmittedAt.After(from) && r.Preemptions == 0 && r.FirstEstimate != nil && r.FirstEstimate.Known &&
+			!r.FirstEstimate.At.After(r.AdmittedAt) && (team == "" || r.Team == team)
+	})
+	if err != nil || len(started) == 0 {
+		return "Estimate accuracy: no queued request has started in this period yet."
+	}
+	inside := 0
+	errs := make([]time.Duration, 0, len(started))
+	for _, r := range started {
+		e := r.FirstEstimate
+		if !r.AdmittedAt.Before(e.Earliest.Add(-time.Minute)) && !r.AdmittedAt.After(e.Latest.Add(time.Minute)) {
+			inside++
+		}
+		mid := e.Earliest.Add(e.Latest.Sub(e.Earliest) / 2)
+		d := r.AdmittedAt.Sub(mid)
+		if d < 0 {
+			d = -d
+		}
+		errs = append(errs, d)
+	}
+	slices.Sort(errs)
+	return fmt.Sprintf("Estimate accuracy: %d of %d queued requests started inside their first posted range (%.0f%%); median error %s, worst %s.",
+		inside, len(started), 100*float64(inside)/float64(len(started)), fmtDuration(errs[len(errs)/2]), fmtDuration(errs[len(errs)-1]))
+}

@@ -1,0 +1,216 @@
+package commands
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gpubot/gpubot/allocator"
+)
+
+// whatIf answers what would happen to a request without submitting it.
+func (s *Service) whatIf(c *call, spec RequestSpec) {
+	r, problem := s.draft(c.who, spec, c.now)
+	if problem != "" {
+		c.private(plain(problem))
+		return
+	}
+	snap, err := s.deps.Cluster.Snapshot(c.ctx)
+	if err != nil {
+		s.failed(c, "reading the cluster", err)
+		return
+	}
+	if why := s.never(snap, r); why != "" {
+		c.private(plain(why))
+		return
+	}
+	r.ID = "whatif"
+	r.SubmittedAt = c.now
+	sim := snap.Clone()
+	if _, err := sim.Add(s.workload(r)); err != nil {
+		s.failed(c, "simulating the request", err)
+		return
+	}
+	what := fmt.Sprintf("%d× %s for %s in %s at %s priority", r.GPUs, strings.Join(s.candidateFlavors(r), "|"), fmtDuration(r.Duration), r.Team, r.Priority)
+	var lines []string
+	admitted := false
+	for _, ev := range sim.Schedule() {
+		if ev.ID == r.ID && ev.Kind == allocator.EventAdmitted {
+			admitted = true
+			r.AdmittedFlavor, r.Nodes = ev.Admission.Flavor, ev.Admission.Nodes
+		}
+	}
+	var head string
+	if admitted {
+		head = fmt.Sprintf("If requested now, %s would start at once on %s.", what, placement(r))
+	} else {
+		e := allocator.EstimateFor(sim, r.ID, s.estimateOptions(c))
+		head = fmt.Sprintf("If requested now, %s would be queued: %s.", what, s.estimateText(toRecord(c.now, e)))
+		if why := s.explain(sim, r, e.Reason); why != "" {
+			lines = append(lines, fmt.Sprintf("It would wait for %s: %s.", e.Reason, why))
+		}
+		if w, ok := sim.Workload(r.ID); ok {
+			if victims, _, ok := sim.ProposeVictims(w); ok {
+				lines = append(lines, fmt.Sprintf("An admin could start it now by preempting %s.", s.victimList(c, victims)))
+			}
+		}
+	}
+	if needs := s.approvalNeeds(snap, r); len(needs) > 0 {
+		if s.canApprove(c.who, r.Team) {
+			lines = append(lines, fmt.Sprintf("It needs approval (%s), which you can give yourself.", strings.Join(needs, "; ")))
+		} else {
+			lines = append(lines, fmt.Sprintf("It needs approval first (%s) from %s; until then it holds no quota.", strings.Join(needs, "; "), orList(s.approvers(r.Team))))
+		}
+	}
+	blocks := []Block{}
+	if len(lines) > 0 {
+		blocks = append(blocks, section(strings.Join(lines, " ")))
+	}
+	blocks = append(blocks, contextBlock("Nothing was submitted. /gpu request with the same words submits it."))
+	c.private(plain(head, blocks...))
+}
+
+// whatIfCapacity answers how waits would change with more or fewer GPUs.
+func (s *Service) whatIfCapacity(c *call, d CapacityDelta) {
+	if !c.who.Admin {
+		s.audit(c, c.who.Name, "whatif", fmt.Sprintf("%+d %s", d.GPUs, d.Flavor), "refused", "not an admin")
+		c.private(plain(fmt.Sprintf("Only admins (%s) can ask what-ifs about capacity. Nothing was changed.", strings.Join(s.admins(), ", "))))
+		return
+	}
+	snap, err := s.deps.Cluster.Snapshot(c.ctx)
+	if err != nil {
+		s.failed(c, "reading the cluster", err)
+		return
+	}
+	fl, ok := s.flavor(d.Flavor)
+	if !ok {
+		c.private(plain(fmt.Sprintf("There is no flavor %s.", d.Flavor)))
+		return
+	}
+	changed, note, err := withCapacity(snap, fl, d.GPUs)
+	if err != nil {
+		c.private(plain(err.Error()))
+		return
+	}
+	opts := s.estimateOptions(c)
+	before := allocator.Estimates(snap, opts)
+	changed.Schedule()
+	after := allocator.Estimates(changed, opts)
+	ids := make([]string, 0, len(before))
+	for id := range before {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, func(a, b string) int { return compareIDs(a, b) })
+	var rows [][]string
+	var sumBefore, sumAfter time.Duration
+	earlier, later, counted := 0, 0, 0
+	for _, id := range ids {
+		b := before[id]
+		a, stillPending := after[id]
+		wb := mid(b, c.now, s.horizon)
+		wa := time.Duration(0)
+		if stillPending {
+			wa = mid(a, c.now, s.horizon)
+		}
+		sumBefore += wb
+		sumAfter += wa
+		counted++
+		switch {
+		case wa < wb-time.Minute:
+			earlier++
+		case wa > wb+time.Minute:
+			later++
+		}
+		if len(rows) < maxRows {
+			now := "starts at once"
+			if stillPending {
+				now = s.estimateWindow(toRecord(c.now, a))
+			}
+			rows = append(rows, []string{id, s.estimateWindow(toRecord(c.now, b)), now})
+		}
+	}
+	verb := "adding"
+	if d.GPUs < 0 {
+		verb = "removing"
+	}
+	head := fmt.Sprintf("What if %s %d %s GPUs: nothing is waiting, so waits do not change.", verb, abs(d.GPUs), d.Flavor)
+	var blocks []Block
+	if counted > 0 {
+		head = fmt.Sprintf("What if %s %d %s GPUs: mean wait of the %d waiting requests %s → %s; %d start earlier, %d later.",
+			verb, abs(d.GPUs), d.Flavor, counted, fmtDuration(sumBefore/time.Duration(counted)), fmtDuration(sumAfter/time.Duration(counted)), earlier, later)
+		blocks = append(blocks, table([]string{"Request", "Now", fmt.Sprintf("With %+d %s", d.GPUs, d.Flavor)}, rows))
+		if earlier == 0 && d.GPUs > 0 {
+			blocks = append(blocks, section("More GPUs do not help these requests: they wait for quota or for their turn, not for hardware. Raising quotas (or lending limits) would."))
+		}
+	}
+	blocks = append(blocks, contextBlock(note+" Quotas are unchanged. Nothing was changed in the cluster."))
+	s.audit(c, c.who.Name, "whatif", fmt.Sprintf("%+d %s", d.GPUs, d.Flavor), "ok", head)
+	c.private(plain(head, blocks...))
+}
+
+// withCapacity returns a copy of snap with gpus more (or fewer) GPUs of
+// flavor: new nodes in a new block, or the last nodes removed with their
+// work requeued.
+func withCapacity(snap *allocator.Snapshot, fl allocator.Flavor, gpus int) (*allocator.Snapshot, string, error) {
+	cl := *snap.Cluster()
+	cl.Nodes = slices.Clone(cl.Nodes)
+	ws := snap.Workloads()
+	if gpus > 0 {
+		n := (gpus + fl.GPUsPerNode - 1) / fl.GPUsPerNode
+		for i := 1; i <= n; i++ {
+			cl.Nodes = append(cl.Nodes, allocator.Node{
+				Name: fmt.Sprintf("%s-whatif-n%d", fl.Name, i), Flavor: fl.Name, GPUs: fl.GPUsPerNode,
+				Block: fl.Name + "-whatif", Rack: fl.Name + "-whatif-r1",
+			})
+		}
+		sn, err := allocator.NewSnapshot(&cl, snap.Now(), ws, snap.Usage())
+		return sn, fmt.Sprintf("Simulated %d new %d-GPU nodes in one new block.", n, fl.GPUsPerNode), err
+	}
+	removed := map[string]bool{}
+	left := -gpus
+	for i := len(cl.Nodes) - 1; i >= 0 && left > 0; i-- {
+		if cl.Nodes[i].Flavor != fl.Name {
+			continue
+		}
+		removed[cl.Nodes[i].Name] = true
+		left -= cl.Nodes[i].GPUs
+		cl.Nodes = slices.Delete(cl.Nodes, i, i+1)
+	}
+	if left > 0 {
+		return nil, "", fmt.Errorf("there are not that many %s GPUs to remove", fl.Name)
+	}
+	requeued := 0
+	for i := range ws {
+		if a := ws[i].Admission; a != nil && slices.ContainsFunc(a.Nodes, func(n string) bool { return removed[n] }) {
+			ws[i].Admission = nil
+			requeued++
+		}
+	}
+	sn, err := allocator.NewSnapshot(&cl, snap.Now(), ws, snap.Usage())
+	return sn, fmt.Sprintf("Simulated removing %d %s nodes (the last by name); %d running workloads on them requeued.", len(removed), fl.Name, requeued), err
+}
+
+// mid is the middle of an estimate as a wait from now; unknown counts as
+// the horizon.
+func mid(e allocator.Estimate, now time.Time, horizon time.Duration) time.Duration {
+	if !e.Known {
+		return horizon
+	}
+	return e.Earliest.Add(e.Latest.Sub(e.Earliest) / 2).Sub(now)
+}
+
+func abs(x int) int {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// compareIDs orders r2 before r10.
+func compareIDs(a, b string) int {
+	if len(a) != len(b) {
+		return len(a) - len(b)
+	}
+	return strings.Compare(a, b)
+}

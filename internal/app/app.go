@@ -1,0 +1,230 @@
+// Package app is gpubot's composition root: it reads the configuration,
+// opens the store, builds the cluster (simulated by default), the command
+// service and the chat adapter, and runs them. Run is usable in-process,
+// which is how the end-to-end tests drive the whole bot.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gpubot/gpubot/bot"
+	"github.com/gpubot/gpubot/bot/console"
+	"github.com/gpubot/gpubot/commands"
+	"github.com/gpubot/gpubot/internal/config"
+	"github.com/gpubot/gpubot/simcluster"
+	"github.com/gpubot/gpubot/store"
+)
+
+// Options are what Run needs. The zero value of each optional field is a
+// sensible default.
+type Options struct {
+	// ConfigPath is the YAML configuration; "" uses the bundled example.
+	ConfigPath string
+	// DataDir holds gpubot.db (and gpubot.log in console mode). Required.
+	DataDir string
+	// As is who types first in the console; "" is the first person.
+	As string
+	// Stdin and Stdout carry the console chat.
+	Stdin  io.Reader
+	Stdout io.Writer
+	// Stderr receives logs when LogFile is "-".
+	Stderr io.Writer
+	// Interactive shows prompts instead of echoing lines.
+	Interactive bool
+	// Start is the simulated time of a fresh data directory; zero means
+	// the wall clock's time, to the minute. A data directory that exists
+	// resumes at its own simulated time.
+	Start time.Time
+	// LogFile: "" is DataDir/gpubot.log, "-" is Stderr.
+	LogFile  string
+	LogLevel slog.Level
+}
+
+// Run runs the console chat on the simulated cluster until the input ends
+// or ctx is cancelled.
+func Run(ctx context.Context, o Options) (err error) {
+	if o.DataDir == "" {
+		return errors.New("no data directory given")
+	}
+	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
+		return fmt.Errorf("creating the data directory: %w", err)
+	}
+	cfg, err := loadConfig(o.ConfigPath)
+	if err != nil {
+		return err
+	}
+	log, closeLog, err := logger(o)
+	if err != nil {
+		return err
+	}
+	defer closeLog()
+	db, err := store.Open(filepath.Join(o.DataDir, "gpubot.db"))
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := db.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("closing the store: %w", cerr)
+		}
+	}()
+	start := o.Start
+	if start.IsZero() {
+		start = time.Now().Truncate(time.Minute)
+	}
+	clock := &ManualClock{}
+	clock.Set(start)
+	sim, fresh, err := simcluster.New(ctx, cfg.Cluster(), db, clock, func(err error) bool { return errors.Is(err, store.ErrNotFound) })
+	if err != nil {
+		return err
+	}
+	if !fresh {
+		clock.Set(sim.Now())
+	}
+	set := cfg.Settings()
+	svc, err := commands.NewService(ctx, set, commands.Deps{
+		Cluster: sim, Requests: db, IDs: db, Audit: db, Usage: db, Clock: clock,
+	}, commands.WithLogger(log))
+	if err != nil {
+		return err
+	}
+	if err := svc.Seed(ctx, cfg.Seeds()); err != nil {
+		return fmt.Errorf("seeding the simulated cluster from %s: %w", cfg.Name(), err)
+	}
+	con, err := console.New(o.Stdout, set.People, console.As(o.As), console.Interactive(o.Interactive), console.In(set.Location))
+	if err != nil {
+		return err
+	}
+	rt := bot.New(svc, con, bot.WithDeduper(db, 24*time.Hour, clock), bot.WithLogger(log))
+	be := &backend{rt: rt, sim: sim, svc: svc, clock: clock}
+	log.Info("gpubot console starting", "config", cfg.Name(), "dataDir", o.DataDir, "simulatedTime", clock.Now(), "fresh", fresh)
+	// Catch up: reconcile the store with the cluster, refresh estimates.
+	if err := be.sync(ctx); err != nil {
+		return err
+	}
+	if err := con.Run(ctx, o.Stdin, be); err != nil {
+		return fmt.Errorf("reading the console: %w", err)
+	}
+	log.Info("gpubot console stopped", "simulatedTime", clock.Now())
+	return nil
+}
+
+func loadConfig(path string) (*config.Config, error) {
+	if path == "" {
+		return config.Default()
+	}
+	return config.Load(path)
+}
+
+// logger opens the operator's log.
+func logger(o Options) (*slog.Logger, func(), error) {
+	var w io.Writer
+	closer := func() {}
+	switch o.LogFile {
+	case "-":
+		w = o.Stderr
+		if w == nil {
+			w = os.Stderr
+		}
+	default:
+		path := o.LogFile
+		if path == "" {
+			path = filepath.Join(o.DataDir, "gpubot.log")
+		}
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+		if err != nil {
+			return nil, nil, fmt.Errorf("opening the log file: %w", err)
+		}
+		w, closer = f, func() { f.Close() }
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: o.LogLevel})), closer, nil
+}
+
+// backend connects the console to the runtime, the simulated cluster and
+// the simulated clock.
+type backend struct {
+	rt    *bot.Runtime
+	sim   *simcluster.Cluster
+	svc   *commands.Service
+	clock *ManualClock
+}
+
+func (b *backend) Process(ctx context.Context, in commands.Input) {
+	b.rt.Process(ctx, bot.Event{Input: in})
+}
+
+func (b *backend) Now() time.Time { return b.clock.Now() }
+
+// Advance moves time in steps, stopping at every workload end and every
+// reminder on the way, so that each thing happens at its own time.
+func (b *backend) Advance(ctx context.Context, d time.Duration) error {
+	target := b.clock.Now().Add(d)
+	for {
+		now := b.clock.Now()
+		next := target
+		if t := b.sim.NextEvent(); t.After(now) && t.Before(next) {
+			next = t
+		}
+		if t := b.svc.NextWakeup(ctx, now); t.After(now) && t.Before(next) {
+			next = t
+		}
+		b.clock.Set(next)
+		if err := b.sync(ctx); err != nil {
+			return err
+		}
+		if !next.Before(target) {
+			return nil
+		}
+	}
+}
+
+// sync brings the cluster to the clock's time and reports what happened.
+func (b *backend) sync(ctx context.Context) error {
+	events, err := b.sim.Advance(ctx)
+	if err != nil {
+		return fmt.Errorf("advancing the simulated cluster: %w", err)
+	}
+	b.rt.DeliverNow(ctx, b.svc.Observe(ctx, events))
+	return nil
+}
+
+// ManualClock is a clock that moves only when told: the console's
+// simulated time.
+type ManualClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+// Now returns the clock's time.
+func (c *ManualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+// Set moves the clock to t.
+func (c *ManualClock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = t
+}
+
+// DefaultDataDir is the per-user state directory:
+// $XDG_STATE_HOME/gpubot, else ~/.local/state/gpubot.
+func DefaultDataDir() string {
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "gpubot")
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".local", "state", "gpubot")
+	}
+	return filepath.Join(os.TempDir(), "gpubot-"+strings.ReplaceAll(os.Getenv("USER"), "/", ""))
+}
