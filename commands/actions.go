@@ -85,10 +85,9 @@ func (s *Service) approve(c *call, r records.Request) {
 	if c.who.Name != r.Requester {
 		c.emit(s.dm(r.Requester, plain(fmt.Sprintf("%s approved your request %s (%s).", c.who.Name, r.ID, describe(r)))))
 	}
-	before := len(c.outs)
 	s.submit(c, r)
-	// submit puts the card first; for an existing request it is an update.
-	for i := range c.outs[:before+1] {
+	// submit posts a card; for an existing request it is an update.
+	for i := range c.outs {
 		if c.outs[i].To.Kind == ToChannel && c.outs[i].To.Request == r.ID {
 			c.outs[i].To = Destination{Kind: UpdateCard, Request: r.ID}
 		}

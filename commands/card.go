@@ -130,8 +130,12 @@ func (s *Service) ifSubmitted(c *call, snap *allocator.Snapshot, r records.Reque
 	if _, err := sim.Add(w); err != nil {
 		return "", false
 	}
-	for _, ev := range sim.Schedule() {
+	events := sim.Schedule()
+	for _, ev := range events {
 		if ev.Kind == allocator.EventAdmitted && ev.ID == r.ID {
+			if victims := victimsOf(events, r.ID); len(victims) > 0 {
+				return "starts at once by preempting " + s.victimList(c, victims), true
+			}
 			return "starts at once", true
 		}
 	}

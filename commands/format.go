@@ -83,6 +83,17 @@ func (s *Service) estimateWindow(e *records.Estimate) string {
 	return s.window(e.Earliest, e.Latest)
 }
 
+// absWindow is a posted estimate as clock times only: "10:40–11:10".
+func (s *Service) absWindow(e *records.Estimate) string {
+	if e == nil || !e.Known {
+		return "no estimate"
+	}
+	if s.clock(e.Earliest) == s.clock(e.Latest) {
+		return s.clock(e.Latest)
+	}
+	return s.clock(e.Earliest) + "–" + s.clock(e.Latest)
+}
+
 // estimateText: "starts in 40m–1h10m (10:40–11:10), position 3".
 func (s *Service) estimateText(e *records.Estimate) string {
 	if !e.Known {

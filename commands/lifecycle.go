@@ -37,6 +37,9 @@ func (s *Service) Observe(ctx context.Context, events []allocator.Event) (outs [
 // observe applies events to requests; skip names a request whose card the
 // caller is about to post anyway.
 func (s *Service) observe(c *call, events []allocator.Event, skip string) {
+	if len(events) > 0 {
+		c.changed = true
+	}
 	for _, ev := range events {
 		r, err := s.deps.Requests.GetRequest(c.ctx, ev.ID)
 		if err != nil {
@@ -66,7 +69,7 @@ func (s *Service) observe(c *call, events []allocator.Event, skip string) {
 			}
 			msg = fmt.Sprintf("Admitted %s on %s; ends %s unless extended.", after, placement(r), s.clock(ev.At.Add(r.Duration)))
 			if r.Estimate != nil && r.Estimate.Known && r.Preemptions == 0 {
-				msg += fmt.Sprintf(" (Estimate was %s.)", s.window(r.Estimate.Earliest, r.Estimate.Latest))
+				msg += fmt.Sprintf(" (Estimate was %s.)", s.absWindow(r.Estimate))
 			}
 		case allocator.EventPreempted:
 			if r.State != records.StateRunning {
@@ -224,7 +227,7 @@ func (s *Service) refreshEstimates(c *call) {
 		}
 		text := "New estimate: " + s.estimateText(next)
 		if prev != nil {
-			text += " (was " + s.estimateWindow(prev) + ")"
+			text += " (was " + s.absWindow(prev) + ")"
 		}
 		c.emit(thread(r.ID, plain(text+".")), Output{To: Destination{Kind: UpdateCard, Request: r.ID}, Reply: s.cardWith(c, r, snap, &e)})
 	}

@@ -61,6 +61,7 @@ func (s *Service) request(c *call, spec RequestSpec) {
 
 // submit persists r as queued, hands it to the cluster, and reports.
 func (s *Service) submit(c *call, r records.Request) {
+	mark := len(c.outs)
 	r.State = records.StateQueued
 	r.SubmittedAt = c.now
 	r.QueuedAt = c.now
@@ -100,7 +101,6 @@ func (s *Service) submit(c *call, r records.Request) {
 	}
 	card := s.cardWith(c, r, snap, est)
 	out := Output{To: Destination{Kind: ToChannel, Channel: r.Channel, Request: r.ID}, Reply: card}
-	// The card comes first; updates about other requests follow it.
 	first := []Output{out}
 	note := ""
 	if len(victims) > 0 {
@@ -108,7 +108,9 @@ func (s *Service) submit(c *call, r records.Request) {
 		first = append(first, thread(r.ID, plain(note)))
 		note = " " + note
 	}
-	c.outs = append(first, c.outs...)
+	// The card comes before updates about other requests that its
+	// submission caused.
+	c.outs = append(c.outs[:mark:mark], append(first, c.outs[mark:]...)...)
 	if c.in.Channel != r.Channel && c.who.Name == r.Requester {
 		c.private(plain(fmt.Sprintf("%s.%s Updates follow in its thread in %s.", card.Text, note, r.Channel)))
 	}

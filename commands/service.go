@@ -156,6 +156,9 @@ type call struct {
 	who  *Person
 	in   Input
 	outs []Output
+	// changed is set when the cluster changed during the call, which
+	// makes waiting requests' estimates worth refreshing.
+	changed bool
 }
 
 func (c *call) private(r Reply)  { c.outs = append(c.outs, private(r)) }
@@ -175,6 +178,10 @@ func (s *Service) Handle(ctx context.Context, in Input) (outs []Output) {
 		}
 	}()
 	s.handle(c)
+	if c.changed {
+		s.refreshEstimates(c)
+		s.lastSync = c.now
+	}
 	if len(c.outs) == 0 {
 		c.private(plain("Done."))
 	}
@@ -223,7 +230,7 @@ func (s *Service) handle(c *call) {
 	case VerbCancel, VerbRelease, VerbApprove, VerbPreempt:
 		s.act(c, Action{Name: cmd.Verb, Request: cmd.ID})
 	case VerbExtend:
-		s.act(c, Action{Name: cmd.Verb, Request: cmd.ID, Arg: cmd.Duration.String()})
+		s.act(c, Action{Name: cmd.Verb, Request: cmd.ID, Arg: fmtDuration(cmd.Duration)})
 	case VerbDeny:
 		s.act(c, Action{Name: cmd.Verb, Request: cmd.ID, Arg: cmd.Reason})
 	case VerbTrack:

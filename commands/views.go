@@ -221,13 +221,14 @@ func (s *Service) usage(c *call, team string, days int) {
 	}
 	hours := map[string]float64{}
 	people := map[string]float64{}
-	total := 0.0
+	total, all := 0.0, 0.0 // in scope, and across all teams
 	for _, u := range recs {
 		h := u.GPUHours(from, c.now)
 		hours[u.Team] += h
-		total += h
+		all += h
 		if team == "" || u.Team == team {
 			people[u.Requester] += h
+			total += h
 		}
 	}
 	snap, err := s.deps.Cluster.Snapshot(c.ctx)
@@ -249,8 +250,8 @@ func (s *Service) usage(c *call, team string, days int) {
 			nominal += st.Nominal[f]
 		}
 		share := 0.0
-		if total > 0 {
-			share = 100 * hours[st.Queue] / total
+		if all > 0 {
+			share = 100 * hours[st.Queue] / all
 		}
 		rows = append(rows, []string{st.Queue, fmt.Sprintf("%.0f", hours[st.Queue]), fmt.Sprintf("%.0f%%", share),
 			fmt.Sprintf("%d / %d", used, nominal), fmt.Sprint(borrowed), fmt.Sprint(st.Pending), fmt.Sprintf("%.1f", st.Share)})

@@ -10,6 +10,7 @@
 //	:as <person>         type as someone else (see :people)
 //	:advance <duration>  move simulated time (admissions, completions and reminders happen)
 //	:click <n>           press button n as the current person
+//	:click <label> [id]  press the newest button so labelled (e.g. :click approve r12)
 //	:now                 show the simulated time
 //	:people              list who can type
 //	:help                this list
@@ -180,17 +181,29 @@ func (c *Console) directive(ctx context.Context, line string, b Backend) bool {
 			c.printf("Advancing time failed: %v\n", err)
 		}
 	case ":click", ":press":
-		n, err := strconv.Atoi(strings.TrimPrefix(arg, "["))
-		if err != nil {
-			n, err = strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(arg, "["), "]"))
-		}
-		if err != nil {
-			c.printf("Say which button: :click <number>, the number shown in [brackets].\n")
-			return false
-		}
+		n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(arg, "["), "]"))
 		c.mu.Lock()
+		if err != nil && arg != "" {
+			// :click <label> [request]: the newest such button.
+			label, req := arg, ""
+			if i := strings.LastIndexByte(arg, ' '); i > 0 {
+				if last := strings.TrimSpace(arg[i+1:]); len(last) > 1 && (last[0] == 'r' || last[0] == 'R') {
+					if _, err := strconv.Atoi(last[1:]); err == nil {
+						label, req = strings.TrimSpace(arg[:i]), last
+					}
+				}
+			}
+			var found bool
+			if n, found = c.buttons.Find(label, req); found {
+				err = nil
+			}
+		}
 		a, ok := c.buttons.Get(n)
 		c.mu.Unlock()
+		if err != nil {
+			c.printf("No button matches %q. Say :click <number> (the number in [brackets]) or :click <label> [request], e.g. :click approve r12.\n", arg)
+			return false
+		}
 		if !ok {
 			c.printf("There is no button %d in this session.\n", n)
 			return false
@@ -210,6 +223,7 @@ const help = `Console directives:
   :as <person>         type as someone else (:people lists them)
   :advance <duration>  move simulated time, e.g. :advance 2h
   :click <n>           press button [n] as the current person
+  :click <label> [id]  press the newest button with that label, e.g. :click approve r12
   :now                 show the simulated time
   :people              list who can type
   :quit                leave (end of input does the same)

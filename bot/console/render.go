@@ -13,16 +13,34 @@ import (
 type Buttons struct {
 	next    int
 	actions map[int]commands.Action
+	labels  map[int]string
 }
 
-// Add registers a and returns its number.
-func (b *Buttons) Add(a commands.Action) int {
+// Add registers a button and returns its number.
+func (b *Buttons) Add(label string, a commands.Action) int {
 	if b.actions == nil {
 		b.actions = map[int]commands.Action{}
+		b.labels = map[int]string{}
 	}
 	b.next++
 	b.actions[b.next] = a
+	b.labels[b.next] = label
 	return b.next
+}
+
+// Find returns the newest button whose label starts with label (case
+// insensitive) and, if request is not empty, that acts on request.
+func (b *Buttons) Find(label, request string) (int, bool) {
+	for n := b.next; n > 0; n-- {
+		if !strings.HasPrefix(strings.ToLower(b.labels[n]), strings.ToLower(label)) {
+			continue
+		}
+		if request != "" && !strings.EqualFold(b.actions[n].Request, request) {
+			continue
+		}
+		return n, true
+	}
+	return 0, false
 }
 
 // Get returns what button n does.
@@ -93,7 +111,7 @@ func renderBlock(sb *strings.Builder, blk commands.Block, b *Buttons) {
 	case commands.BlockActions:
 		parts := make([]string, len(blk.Buttons))
 		for i, btn := range blk.Buttons {
-			parts[i] = fmt.Sprintf("[%d] %s", b.Add(btn.Action), btn.Label)
+			parts[i] = fmt.Sprintf("[%d] %s", b.Add(btn.Label, btn.Action), btn.Label)
 		}
 		sb.WriteString("  " + strings.Join(parts, "   ") + "\n")
 	}

@@ -89,10 +89,10 @@ func TestButtonsAreNumberedInOrderAndFound(t *testing.T) {
 	var b Buttons
 	a1 := commands.Action{Name: commands.VerbApprove, Request: "r1"}
 	a2 := commands.Action{Name: commands.VerbDeny, Request: "r1"}
-	if n := b.Add(a1); n != 1 {
+	if n := b.Add("Approve", a1); n != 1 {
 		t.Fatalf("first button numbered %d, want 1", n)
 	}
-	if n := b.Add(a2); n != 2 {
+	if n := b.Add("Deny", a2); n != 2 {
 		t.Fatalf("second button numbered %d, want 2", n)
 	}
 	if got, ok := b.Get(2); !ok || got != a2 {
@@ -100,5 +100,22 @@ func TestButtonsAreNumberedInOrderAndFound(t *testing.T) {
 	}
 	if _, ok := b.Get(3); ok {
 		t.Errorf("Get(3) found a button that was never shown")
+	}
+	a3 := commands.Action{Name: commands.VerbApprove, Request: "r2"}
+	b.Add("Approve", a3)
+	for _, tc := range []struct {
+		label, request string
+		want           int
+		ok             bool
+	}{
+		{"approve", "", 3, true},
+		{"Approve", "r1", 1, true},
+		{"den", "", 2, true},
+		{"release", "", 0, false},
+		{"approve", "r9", 0, false},
+	} {
+		if n, ok := b.Find(tc.label, tc.request); n != tc.want || ok != tc.ok {
+			t.Errorf("Find(%q, %q) = %d, %v; want %d, %v", tc.label, tc.request, n, ok, tc.want, tc.ok)
+		}
 	}
 }

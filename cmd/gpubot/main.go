@@ -93,7 +93,8 @@ func runBot(cmd string, args []string, stdin io.Reader, stdout, stderr io.Writer
 Chat with gpubot in this terminal, on a simulated cluster built from the
 configuration. Type /gpu commands as you would in Slack (/gpu help lists
 them) and console directives:
-  :as <person>  :advance <duration>  :click <n>  :now  :people  :help  :quit
+  :as <person>  :advance <duration>  :click <n> | :click <label> [id]
+  :now  :people  :help  :quit
 When standard input is not a terminal, lines are read one at a time and
 replies printed as plain text; gpubot exits 0 at the end of the input.
 State is kept in <data-dir>/gpubot.db: start again with the same
