@@ -10,7 +10,7 @@
 // with when it is given no configuration. A Config hands out the domain
 // types the rest of gpubot works with: Cluster for the allocator,
 // Settings and Vocabulary for the /gpu commands, Seeds for the simulator.
-// REFERENCE.md beside this file lists every key and its default.
+// The README's "Configuration reference" lists every key and its default.
 //
 // # Validation
 //

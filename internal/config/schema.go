@@ -17,7 +17,7 @@ import (
 	"github.com/gpubot/gpubot/commands"
 )
 
-// Defaults of the optional keys; REFERENCE.md lists them for users.
+// Defaults of the optional keys; the README's configuration reference lists them for users.
 const (
 	defaultChannel      = "#gpu"
 	defaultTemplate     = "default"
