@@ -122,7 +122,7 @@ func (s *Service) stop(c *call, r records.Request, verb Verb) {
 	running := r.State == records.StateRunning
 	inCluster := r.State == records.StateQueued || running
 	if inCluster {
-		events, err := s.deps.Cluster.Apply(c.ctx, Op{Kind: OpRemove, ID: r.ID})
+		events, err := s.apply(c, Op{Kind: OpRemove, ID: r.ID})
 		if err != nil {
 			s.audit(c, c.who.Name, string(verb), r.ID, "error", err.Error())
 			s.failed(c, "stopping "+r.ID, err)
@@ -165,7 +165,7 @@ func (s *Service) extend(c *call, r records.Request, d time.Duration) {
 		return
 	}
 	if r.State == records.StateQueued || r.State == records.StateRunning {
-		events, err := s.deps.Cluster.Apply(c.ctx, Op{Kind: OpExtend, ID: r.ID, Duration: total})
+		events, err := s.apply(c, Op{Kind: OpExtend, ID: r.ID, Duration: total})
 		if err != nil {
 			s.audit(c, c.who.Name, "extend", r.ID, "error", err.Error())
 			s.failed(c, "extending "+r.ID, err)
@@ -205,7 +205,7 @@ func (s *Service) preempt(c *call, r records.Request) {
 		c.private(plain(fmt.Sprintf("No lower-priority work can make room for %s now: it waits for %s, which preemption does not solve. Nothing was changed.", r.ID, reason)))
 		return
 	}
-	events, err := s.deps.Cluster.Apply(c.ctx, Op{Kind: OpPreempt, ID: r.ID, Victims: victims})
+	events, err := s.apply(c, Op{Kind: OpPreempt, ID: r.ID, Victims: victims})
 	if err != nil {
 		s.audit(c, c.who.Name, "preempt", r.ID, "error", err.Error())
 		s.failed(c, "preempting for "+r.ID, err)

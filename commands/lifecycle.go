@@ -84,12 +84,15 @@ func (s *Service) observe(c *call, events []allocator.Event, skip string) {
 			r.AdmittedAt = time.Time{}
 			r.Preemptions++
 			r.Estimate = nil
-			by := ev.By
-			if b, err := s.deps.Requests.GetRequest(c.ctx, ev.By); err == nil {
-				by = fmt.Sprintf("%s (%s, %s)", b.ID, b.Requester, b.Priority)
+			by := "" // unknown when a missed preemption is reconciled
+			if ev.By != "" {
+				by = " by " + ev.By
+				if b, err := s.deps.Requests.GetRequest(c.ctx, ev.By); err == nil {
+					by = fmt.Sprintf(" by %s (%s, %s)", b.ID, b.Requester, b.Priority)
+				}
 			}
-			msg = fmt.Sprintf("Preempted by %s and requeued after running %s. A new estimate follows.", by, fmtDuration(ran))
-			c.emit(s.dm(r.Requester, plain(fmt.Sprintf("Your request %s was preempted by %s and is queued again.", r.ID, by))))
+			msg = fmt.Sprintf("Preempted%s and requeued after running %s. A new estimate follows.", by, fmtDuration(ran))
+			c.emit(s.dm(r.Requester, plain(fmt.Sprintf("Your request %s was preempted%s and is queued again.", r.ID, by))))
 		case allocator.EventFinished:
 			if r.State != records.StateRunning {
 				continue
@@ -119,9 +122,10 @@ func (s *Service) observe(c *call, events []allocator.Event, skip string) {
 // sweep does the time-driven work. changed says whether the cluster just
 // changed, which makes estimates worth refreshing.
 func (s *Service) sweep(c *call, changed bool) {
-	active, err := s.deps.Requests.ListRequests(c.ctx, func(r records.Request) bool {
+	inCluster := func(r records.Request) bool {
 		return r.State == records.StateQueued || r.State == records.StateRunning
-	})
+	}
+	active, err := s.deps.Requests.ListRequests(c.ctx, inCluster)
 	if err != nil {
 		s.log.Error("listing requests", "err", err)
 		return
@@ -131,7 +135,14 @@ func (s *Service) sweep(c *call, changed bool) {
 		s.log.Error("reading the cluster", "err", err)
 		return
 	}
-	changed = s.reconcile(c, snap, active) || changed
+	if s.reconcile(c, snap, active) {
+		changed = true
+		// Remind from the records as reconciling left them.
+		if active, err = s.deps.Requests.ListRequests(c.ctx, inCluster); err != nil {
+			s.log.Error("listing requests", "err", err)
+			return
+		}
+	}
 	for _, r := range active {
 		if r.State != records.StateRunning || r.EndWarned {
 			continue
@@ -161,16 +172,24 @@ func (s *Service) sweep(c *call, changed bool) {
 
 // reconcile brings requests and the cluster into agreement: a queued
 // request the cluster does not have is submitted again; a running one it
-// does not have is marked lost. It reports whether it changed anything.
+// does not have is marked lost; one whose admission or requeueing was
+// missed is brought up to date. It reports whether it changed anything.
 func (s *Service) reconcile(c *call, snap *allocator.Snapshot, active []records.Request) bool {
 	changed := false
 	for _, r := range active {
-		if _, ok := snap.Workload(r.ID); ok {
-			continue
-		}
-		switch r.State {
-		case records.StateQueued:
-			events, err := s.deps.Cluster.Apply(c.ctx, Op{Kind: OpSubmit, Workload: s.workload(r)})
+		w, ok := snap.Workload(r.ID)
+		switch {
+		case ok && r.State == records.StateQueued && w.Admission != nil:
+			// The cluster admitted it, and the event was missed.
+			s.observe(c, []allocator.Event{{Kind: allocator.EventAdmitted, ID: r.ID, At: w.Admission.At, Admission: w.Admission}}, "")
+			changed = true
+		case ok && r.State == records.StateRunning && w.Admission == nil:
+			// The cluster requeued it, and the event was missed.
+			s.observe(c, []allocator.Event{{Kind: allocator.EventPreempted, ID: r.ID, At: c.now}}, "")
+			changed = true
+		case ok:
+		case r.State == records.StateQueued:
+			events, err := s.apply(c, Op{Kind: OpSubmit, Workload: s.workload(r)})
 			if err != nil {
 				s.log.Error("resubmitting request", "request", r.ID, "err", err)
 				continue
@@ -178,7 +197,7 @@ func (s *Service) reconcile(c *call, snap *allocator.Snapshot, active []records.
 			s.audit(c, "gpubot", "submit", r.ID, "ok", "resubmitted: the cluster did not have it")
 			s.observe(c, events, "")
 			changed = true
-		case records.StateRunning:
+		case r.State == records.StateRunning:
 			r.State = records.StateLost
 			r.EndedAt = c.now
 			r.EndReason = "its workload disappeared from the cluster"
@@ -338,7 +357,7 @@ func (s *Service) Seed(ctx context.Context, seeds []Seed) error {
 		}
 		w := s.workload(r)
 		w.Admission = &allocator.Admission{At: r.CreatedAt}
-		events, err := s.deps.Cluster.Apply(ctx, Op{Kind: OpSubmit, Workload: w})
+		events, err := s.apply(c, Op{Kind: OpSubmit, Workload: w})
 		if err != nil {
 			return fmt.Errorf("seeding %s: %w", id, err)
 		}

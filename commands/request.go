@@ -69,7 +69,7 @@ func (s *Service) submit(c *call, r records.Request) {
 		s.failed(c, "saving "+r.ID, err)
 		return
 	}
-	events, err := s.deps.Cluster.Apply(c.ctx, Op{Kind: OpSubmit, Workload: s.workload(r)})
+	events, err := s.apply(c, Op{Kind: OpSubmit, Workload: s.workload(r)})
 	if err != nil {
 		// The request is saved as queued; the next sync resubmits it.
 		s.log.Error("submitting workload", "request", r.ID, "err", err)

@@ -44,6 +44,7 @@ type Service struct {
 	deps    Deps
 	log     *slog.Logger
 	horizon time.Duration
+	tracker Tracker // optional; nil refuses /gpu track
 
 	mu       sync.Mutex
 	vocab    Vocabulary
@@ -190,12 +191,12 @@ func (s *Service) Handle(ctx context.Context, in Input) (outs []Output) {
 
 func (s *Service) handle(c *call) {
 	who, ok := s.who(c.in.User)
-	action := "command"
+	action, target := "command", ""
 	if c.in.Action != nil {
-		action = string(c.in.Action.Name)
+		action, target = string(c.in.Action.Name), c.in.Action.Request
 	}
 	if !ok {
-		s.audit(c, c.in.User, action, "", "refused", "unknown user")
+		s.audit(c, c.in.User, action, target, "refused", "unknown user")
 		c.private(plain(fmt.Sprintf("I don't know who you are (%s). Ask a gpubot admin to add your Slack user ID to the people in gpubot's config.", c.in.User)))
 		return
 	}
@@ -230,12 +231,12 @@ func (s *Service) handle(c *call) {
 	case VerbCancel, VerbRelease, VerbApprove, VerbPreempt:
 		s.act(c, Action{Name: cmd.Verb, Request: cmd.ID})
 	case VerbExtend:
-		s.act(c, Action{Name: cmd.Verb, Request: cmd.ID, Arg: fmtDuration(cmd.Duration)})
+		// In minutes: fmtDuration shows days without their minutes.
+		s.act(c, Action{Name: cmd.Verb, Request: cmd.ID, Arg: fmt.Sprintf("%dm", cmd.Duration/time.Minute)})
 	case VerbDeny:
 		s.act(c, Action{Name: cmd.Verb, Request: cmd.ID, Arg: cmd.Reason})
 	case VerbTrack:
-		s.audit(c, who.Name, "track", cmd.Namespace+"/"+cmd.Job, "refused", "no cluster")
-		c.private(plain(fmt.Sprintf("track follows a workload submitted outside gpubot, so it needs a Kubernetes cluster; gpubot is running on its simulated cluster, where every workload is already a gpubot request. Connect a cluster (--kubeconfig) to track %s/%s.", cmd.Namespace, cmd.Job)))
+		s.track(c, cmd.Namespace, cmd.Job)
 	case VerbHelp:
 		c.private(helpReply(cmd.Topic))
 	default:
@@ -275,6 +276,17 @@ func (s *Service) audit(c *call, actor, action, target, outcome, detail string) 
 	if _, err := s.deps.Audit.AppendAudit(c.ctx, e); err != nil {
 		s.log.Error("appending to the audit log", "err", err, "action", action, "target", target)
 	}
+}
+
+// apply carries out op in the cluster. Any change there can move the
+// estimates of waiting requests, so a successful op marks the call as
+// changed, even when it caused no event.
+func (s *Service) apply(c *call, op Op) ([]allocator.Event, error) {
+	events, err := s.deps.Cluster.Apply(c.ctx, op)
+	if err == nil {
+		c.changed = true
+	}
+	return events, err
 }
 
 // failed tells the sender that an operation failed on gpubot's side.

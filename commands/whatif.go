@@ -35,7 +35,8 @@ func (s *Service) whatIf(c *call, spec RequestSpec) {
 	what := fmt.Sprintf("%d× %s for %s in %s at %s priority", r.GPUs, strings.Join(s.candidateFlavors(r), "|"), fmtDuration(r.Duration), r.Team, r.Priority)
 	var lines []string
 	admitted := false
-	for _, ev := range sim.Schedule() {
+	events := sim.Schedule()
+	for _, ev := range events {
 		if ev.ID == r.ID && ev.Kind == allocator.EventAdmitted {
 			admitted = true
 			r.AdmittedFlavor, r.Nodes = ev.Admission.Flavor, ev.Admission.Nodes
@@ -43,7 +44,11 @@ func (s *Service) whatIf(c *call, spec RequestSpec) {
 	}
 	var head string
 	if admitted {
-		head = fmt.Sprintf("If requested now, %s would start at once on %s.", what, placement(r))
+		by := ""
+		if victims := victimsOf(events, r.ID); len(victims) > 0 {
+			by = " by preempting " + s.victimList(c, victims)
+		}
+		head = fmt.Sprintf("If requested now, %s would start at once on %s%s.", what, placement(r), by)
 	} else {
 		e := allocator.EstimateFor(sim, r.ID, s.estimateOptions(c))
 		head = fmt.Sprintf("If requested now, %s would be queued: %s.", what, s.estimateText(toRecord(c.now, e)))

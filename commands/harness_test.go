@@ -1,0 +1,495 @@
+package commands_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/gpubot/gpubot/allocator"
+	"github.com/gpubot/gpubot/commands"
+	"github.com/gpubot/gpubot/internal/config"
+	"github.com/gpubot/gpubot/records"
+	"github.com/gpubot/gpubot/simcluster"
+	"github.com/gpubot/gpubot/store"
+)
+
+// t0 is when every test starts: Tuesday 08:00 UTC (09:00 in the bundled
+// example's Europe/Berlin).
+var t0 = time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+
+// small is a 32-GPU cluster (two racks of two 8-GPU nodes) shared by two
+// teams without a cohort, so that each waits for its own quota:
+//
+//	nlp     nominal 16, lead bob, member alice; preempts its own lower-priority work
+//	vision  nominal 16, lead erin, member dave; never preempts
+//
+// carol is the admin. Requests for more than 8 GPUs or at priority high
+// need approval. Tests change it with strings.Replace.
+const small = `timezone: UTC
+priorities: [{name: low, value: 100}, {name: normal, value: 200}, {name: high, value: 500}]
+defaultPriority: normal
+requests: {maxDuration: 2d, endWarning: 15m}
+approval: {aboveGPUs: 8, priorities: [high]}
+templates: [default, dev-box]
+flavors: [{name: h100, gpusPerNode: 8, nodes: {racksPerBlock: 2, nodesPerRack: 2}}]
+people:
+  - {name: alice, slackID: U0ALICE}
+  - {name: bob, slackID: U0BOB}
+  - {name: carol, slackID: U0CAROL, admin: true}
+  - {name: dave, slackID: U0DAVE}
+  - {name: erin, slackID: U0ERIN}
+teams:
+  - name: nlp
+    channel: "#nlp"
+    leads: [bob]
+    members: [alice]
+    quota: {h100: {nominal: 16}}
+    preemption: {withinTeam: LowerPriority}
+  - name: vision
+    channel: "#vision"
+    leads: [erin]
+    members: [dave]
+    quota: {h100: {nominal: 16}}
+`
+
+// pooled is small with both teams in one cohort that lend and borrow, and
+// approval needed only for borrowing.
+var pooled = strings.NewReplacer(
+	"approval: {aboveGPUs: 8, priorities: [high]}", "approval: {borrowing: true}",
+	"    channel: \"#nlp\"\n", "    cohort: pool\n    channel: \"#nlp\"\n",
+	"    channel: \"#vision\"\n", "    cohort: pool\n    channel: \"#vision\"\n",
+	"preemption: {withinTeam: LowerPriority}", "preemption: {withinTeam: LowerPriority, reclaimWithinCohort: Any}",
+).Replace(small) + "    preemption: {withinTeam: LowerPriority, reclaimWithinCohort: Any}\n"
+
+func parse(t testing.TB, yaml string) *config.Config {
+	t.Helper()
+	cfg, err := config.Parse("test.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatalf("config:\n%v", err)
+	}
+	return cfg
+}
+
+func exampleConfig(t testing.TB) *config.Config {
+	t.Helper()
+	cfg, err := config.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// clock is a fake clock the tests step.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = t
+}
+
+// cluster wraps the simulated cluster so that tests can make it fail.
+type cluster struct {
+	*simcluster.Cluster
+	failApply     error // Apply fails with it, doing nothing
+	panicSnapshot bool
+	applied       []commands.Op
+}
+
+func (c *cluster) Snapshot(ctx context.Context) (*allocator.Snapshot, error) {
+	if c.panicSnapshot {
+		panic("snapshot exploded")
+	}
+	return c.Cluster.Snapshot(ctx)
+}
+
+func (c *cluster) Apply(ctx context.Context, op commands.Op) ([]allocator.Event, error) {
+	if c.failApply != nil {
+		return nil, c.failApply
+	}
+	c.applied = append(c.applied, op)
+	return c.Cluster.Apply(ctx, op)
+}
+
+// logBuffer is a goroutine-safe log destination.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// env is a Service over a real store, the real simulated cluster and a
+// fake clock. Its cleanup checks that no request is in two places.
+type env struct {
+	t       *testing.T
+	ctx     context.Context
+	cfg     *config.Config
+	db      *store.DB
+	sim     *simcluster.Cluster
+	cluster *cluster
+	clock   *clock
+	svc     *commands.Service
+	log     *logBuffer
+}
+
+type envOption func(*envOptions)
+
+type envOptions struct{ seed bool }
+
+// seeded runs Service.Seed with the configuration's seeds.
+func seeded(o *envOptions) { o.seed = true }
+
+func newEnv(t *testing.T, cfg *config.Config, opts ...envOption) *env {
+	t.Helper()
+	var o envOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	ctx := context.Background()
+	db, err := store.Open(filepath.Join(t.TempDir(), "gpubot.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	e := &env{t: t, ctx: ctx, cfg: cfg, db: db, clock: &clock{t: t0}, log: &logBuffer{}}
+	sim, _, err := simcluster.New(ctx, cfg.Cluster(), db, e.clock, func(err error) bool { return errors.Is(err, store.ErrNotFound) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.sim = sim
+	e.cluster = &cluster{Cluster: sim}
+	e.svc, err = commands.NewService(ctx, cfg.Settings(), commands.Deps{
+		Cluster: e.cluster, Requests: db, IDs: db, Audit: db, Usage: db, Clock: e.clock,
+	}, commands.WithLogger(slog.New(slog.NewTextHandler(e.log, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.seed {
+		if err := e.svc.Seed(ctx, cfg.Seeds()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(e.checkInvariants)
+	return e
+}
+
+// checkInvariants fails the test if a request is in two places: a running
+// request's workload must be admitted in the cluster where the request
+// says, a queued one pending, and the others absent; every workload in
+// the cluster must belong to a request.
+func (e *env) checkInvariants() {
+	t := e.t
+	snap, err := e.sim.Snapshot(e.ctx)
+	if err != nil {
+		t.Errorf("invariants: %v", err)
+		return
+	}
+	rs, err := e.db.ListRequests(e.ctx, nil)
+	if err != nil {
+		t.Errorf("invariants: %v", err)
+		return
+	}
+	known := map[string]bool{}
+	for _, r := range rs {
+		known[r.ID] = true
+		w, in := snap.Workload(r.ID)
+		switch {
+		case r.State == records.StateRunning && (!in || w.Admission == nil):
+			t.Errorf("invariant: %s is running but its workload is not admitted in the cluster (present: %v)", r.ID, in)
+		case r.State == records.StateRunning && (!w.Admission.At.Equal(r.AdmittedAt) || !slices.Equal(w.Admission.Nodes, r.Nodes)):
+			t.Errorf("invariant: %s runs since %s on %v, but the cluster admitted it at %s on %v", r.ID, r.AdmittedAt, r.Nodes, w.Admission.At, w.Admission.Nodes)
+		case r.State == records.StateQueued && (!in || w.Admission != nil):
+			t.Errorf("invariant: %s is queued but its workload is not pending in the cluster (present: %v)", r.ID, in)
+		case r.State != records.StateRunning && r.State != records.StateQueued && in:
+			t.Errorf("invariant: %s is %s but still in the cluster", r.ID, r.State)
+		}
+		if r.State == records.StateRunning && r.Duration != w.Duration {
+			t.Errorf("invariant: %s asks for %s but its workload for %s", r.ID, r.Duration, w.Duration)
+		}
+	}
+	for _, w := range snap.Workloads() {
+		if !known[w.ID] {
+			t.Errorf("invariant: workload %s in the cluster belongs to no request", w.ID)
+		}
+	}
+}
+
+// do handles a typed command from user.
+func (e *env) do(user, text string) []commands.Output {
+	e.t.Helper()
+	return e.svc.Handle(e.ctx, commands.Input{User: user, Text: text})
+}
+
+// press handles a button press from user.
+func (e *env) press(user string, verb commands.Verb, id, arg string) []commands.Output {
+	e.t.Helper()
+	return e.svc.Handle(e.ctx, commands.Input{User: user, Action: &commands.Action{Name: verb, Request: id, Arg: arg}})
+}
+
+// advance moves time by d as the console does: the cluster catches up and
+// the service observes at every workload end and every reminder on the
+// way, then at the end.
+func (e *env) advance(d time.Duration) []commands.Output {
+	e.t.Helper()
+	target := e.clock.Now().Add(d)
+	var outs []commands.Output
+	for {
+		now := e.clock.Now()
+		next := target
+		if t := e.sim.NextEvent(); t.After(now) && t.Before(next) {
+			next = t
+		}
+		if t := e.svc.NextWakeup(e.ctx, now); t.After(now) && t.Before(next) {
+			next = t
+		}
+		e.clock.Set(next)
+		outs = append(outs, e.sync()...)
+		if !next.Before(target) {
+			return outs
+		}
+	}
+}
+
+// sync brings the cluster to the clock's time and lets the service
+// observe what happened.
+func (e *env) sync() []commands.Output {
+	e.t.Helper()
+	evs, err := e.sim.Advance(e.ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return e.svc.Observe(e.ctx, evs)
+}
+
+func (e *env) req(id string) records.Request {
+	e.t.Helper()
+	r, err := e.db.GetRequest(e.ctx, id)
+	if err != nil {
+		e.t.Fatalf("request %s: %v", id, err)
+	}
+	return r
+}
+
+func (e *env) requests() map[string]records.Request {
+	e.t.Helper()
+	rs, err := e.db.ListRequests(e.ctx, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	out := map[string]records.Request{}
+	for _, r := range rs {
+		out[r.ID] = r
+	}
+	return out
+}
+
+// workloads shows the cluster's workloads: "r1 pending" or "r1 on [nodes]".
+func (e *env) workloads() []string {
+	e.t.Helper()
+	snap, err := e.sim.Snapshot(e.ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var out []string
+	for _, w := range snap.Workloads() {
+		if w.Admission == nil {
+			out = append(out, w.ID+" pending")
+		} else {
+			out = append(out, fmt.Sprintf("%s on %v", w.ID, w.Admission.Nodes))
+		}
+	}
+	return out
+}
+
+// audit shows the audit log, or the entries about target, as
+// "actor action target outcome".
+func (e *env) audit(target string) []string {
+	e.t.Helper()
+	es, err := e.db.Audit(e.ctx, store.AuditQuery{Target: target})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var out []string
+	for _, a := range es {
+		out = append(out, strings.Join(slices.DeleteFunc([]string{a.Actor, a.Action, a.Target, a.Outcome}, func(s string) bool { return s == "" }), " "))
+	}
+	return out
+}
+
+func (e *env) lastAudit() records.AuditEntry {
+	e.t.Helper()
+	es, err := e.db.Audit(e.ctx, store.AuditQuery{Limit: 1})
+	if err != nil || len(es) == 0 {
+		e.t.Fatalf("last audit entry: %v (%d entries)", err, len(es))
+	}
+	return es[0]
+}
+
+// dests shows where each output goes: "sender", "channel #nlp r1",
+// "thread r1", "card r1", "person alice".
+func dests(outs []commands.Output) []string {
+	var out []string
+	for _, o := range outs {
+		out = append(out, dest(o.To))
+	}
+	return out
+}
+
+func dest(d commands.Destination) string {
+	switch d.Kind {
+	case commands.ToSender:
+		return "sender"
+	case commands.ToChannel:
+		return "channel " + d.Channel + " " + d.Request
+	case commands.ToThread:
+		return "thread " + d.Request
+	case commands.UpdateCard:
+		return "card " + d.Request
+	case commands.ToPerson:
+		return "person " + d.Person
+	}
+	return string(d.Kind) + "?"
+}
+
+// text is everything a reply says, blocks included, one part a line.
+func text(r commands.Reply) string {
+	parts := []string{r.Text}
+	for _, b := range r.Blocks {
+		if b.Text != "" {
+			parts = append(parts, b.Text)
+		}
+		for _, f := range b.Fields {
+			parts = append(parts, f.Label+": "+f.Value)
+		}
+		if b.Table != nil {
+			parts = append(parts, strings.Join(b.Table.Columns, " | "))
+			for _, row := range b.Table.Rows {
+				parts = append(parts, strings.Join(row, " | "))
+			}
+		}
+		for _, bt := range b.Buttons {
+			parts = append(parts, "["+bt.Label+"]")
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// buttons lists a reply's buttons as "Label: verb id arg".
+func buttons(r commands.Reply) []string {
+	var out []string
+	for _, b := range r.Blocks {
+		for _, bt := range b.Buttons {
+			out = append(out, strings.TrimSpace(fmt.Sprintf("%s: %s %s %s", bt.Label, bt.Action.Name, bt.Action.Request, bt.Action.Arg)))
+		}
+	}
+	return out
+}
+
+// said is what one destination was told, in order.
+func said(outs []commands.Output, to string) []commands.Reply {
+	var out []commands.Reply
+	for _, o := range outs {
+		if dest(o.To) == to {
+			out = append(out, o.Reply)
+		}
+	}
+	return out
+}
+
+// want is a phrase some output to a destination must contain.
+type want struct{ to, phrase string }
+
+// check fails unless, for each want, some output to its destination
+// contains the phrase (in Text or blocks).
+func check(t *testing.T, outs []commands.Output, ws ...want) {
+	t.Helper()
+	for _, w := range ws {
+		found := false
+		for _, r := range said(outs, w.to) {
+			if strings.Contains(text(r), w.phrase) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			t.Errorf("no output to %q says %q; outputs:\n%s", w.to, w.phrase, show(outs))
+		}
+	}
+}
+
+// checkNot fails if an output to a destination contains the phrase.
+func checkNot(t *testing.T, outs []commands.Output, ws ...want) {
+	t.Helper()
+	for _, w := range ws {
+		for _, r := range said(outs, w.to) {
+			if strings.Contains(text(r), w.phrase) {
+				t.Errorf("an output to %q says %q, which it should not; outputs:\n%s", w.to, w.phrase, show(outs))
+			}
+		}
+	}
+}
+
+func show(outs []commands.Output) string {
+	var b strings.Builder
+	for _, o := range outs {
+		fmt.Fprintf(&b, "── %s ──\n%s\n", dest(o.To), text(o.Reply))
+	}
+	return b.String()
+}
+
+// diff compares with cmp.Diff, failing with what.
+func diff(t *testing.T, what string, want, got any, opts ...cmp.Option) {
+	t.Helper()
+	if d := cmp.Diff(want, got, opts...); d != "" {
+		t.Errorf("%s (-want +got):\n%s", what, d)
+	}
+}
+
+func (e *env) auditEntries(target string) []records.AuditEntry {
+	e.t.Helper()
+	es, err := e.db.Audit(e.ctx, store.AuditQuery{Target: target})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return es
+}
+
+// usage is every usage record of the last 30 days.
+func (e *env) usage() []records.UsageRecord {
+	e.t.Helper()
+	us, err := e.db.Usage(e.ctx, e.clock.Now().Add(-30*24*time.Hour), e.clock.Now().Add(time.Hour))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return us
+}
