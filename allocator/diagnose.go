@@ -69,7 +69,7 @@ func (s *Snapshot) Fit(w Workload) (Admission, Reason) {
 		}
 		return Admission{}, ReasonCapacity
 	}
-	if c, nodes, ok := s.fitClass(cands, w.GPUs, q, w.Topology); ok {
+	if c, nodes, ok := s.fitClass(cands, w.GPUs, q, w.Topology, w.ID); ok {
 		return *s.newAdmission(int(c.f), nodes), ReasonNone
 	}
 	st := s.closest(q, w.GPUs, w.Topology, cands)

@@ -16,6 +16,8 @@
 // function, so that what-if questions need no copy; Clone gives an
 // independent copy for longer experiments. Schedule runs one admission
 // cycle; Advance moves time forward, finishing workloads and scheduling.
+// A Runner does the same for long simulations (the trace replay), keeping
+// the admitted workloads' ends between calls.
 //
 // The only resource is whole GPUs (nvidia.com/gpu). A request of G GPUs
 // on a flavor becomes PodShape(G, GPUsPerNode) pods of equal size, each
@@ -42,7 +44,8 @@
 // placement, is taken; if none fits, the first where preemption can make
 // room.
 //
-// Placement is fragmentation-aware (DESIGN.md "Fragmentation"). Measure
+// Placement is fragmentation-aware by default (DESIGN.md
+// "Fragmentation"); Policy.Placement selects another rule (below). Measure
 // (a) of a set of nodes is Σ_k p_k · Σ_n free_n·[free_n < k]: the free
 // GPUs that cannot host a pod of size k, averaged over the pod sizes k of
 // requests. Inside a snapshot p_k is the share of pending and admitted
@@ -56,9 +59,22 @@
 // Capacity reports measure (a), as GPUs and as percentages, and the
 // largest request that fits now at each topology level.
 //
+// The other placements, for comparison (the trace simulator measures
+// them), place pods one by one on the same buckets: PlacementBestFit on
+// the node with the fewest free GPUs that fit the pod, PlacementSpread on
+// the node with the most, PlacementRandom on a node drawn uniformly among
+// those that fit, from a hash of Policy.Seed, the workload ID and the pod
+// index (so Fit and Schedule agree, clones agree, and a run is
+// reproducible). Ties go to the node name. A host requirement applies the
+// rule to nodes that fit every pod; a rack or block requirement picks the
+// domain by the same rule on the domains' free GPUs, then places inside
+// it.
+//
 // The admission order is: priority descending; in FairSharing mode, then
 // the queue's Usage/Weight ascending (weight 0 counts as 1); then Created;
-// then ID. A Schedule cycle takes the pending workloads in that order
+// then ID. FirstComeFirstServed mode, a baseline that is not a Kueue
+// mode, orders by Created and ID only and never preempts automatically.
+// A Schedule cycle takes the pending workloads in that order
 // (see schedule.go for its phases): each is admitted if it fits, else its
 // queue's automatic preemption policy may evict victims for it, else it
 // waits without blocking those behind it (BestEffortFIFO, in both
@@ -121,9 +137,12 @@
 //     queue still borrows at that point of the search, as Kueue does: the
 //     last victim may leave it below nominal, but reclaim never continues
 //     once a queue is back at its nominal quota.
-//   - Placement is gpubot's fragmentation-aware rule, not Kueue's TAS
-//     heuristics; victims are chosen by Kueue's order and only checked for
-//     placement, not chosen for their nodes.
+//   - Placement is gpubot's fragmentation-aware rule (or one of the
+//     comparison rules), not Kueue's TAS heuristics; victims are chosen by
+//     Kueue's order and only checked for placement, not chosen for their
+//     nodes.
+//   - GPUs are whole: a request for a share of a GPU must be rounded up
+//     by the caller (the trace simulator documents how it does that).
 //   - A node with no rack (block) label is a rack (block) of its own.
 //   - BorrowingLimit and LendingLimit of a queue without a cohort are
 //     ignored (Kueue rejects them). Admitted workloads given to

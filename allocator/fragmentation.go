@@ -189,6 +189,9 @@ func (s *Snapshot) largest(f int, lvl Level) int {
 		}
 	}
 	for g := upper; g > 0; g-- {
+		if !validShape(g, fi.gpn) { // what PodShape refuses, without formatting why
+			continue
+		}
 		pods, per, err := PodShape(g, fi.gpn)
 		if err != nil {
 			continue

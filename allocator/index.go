@@ -52,8 +52,21 @@ type index struct {
 	queues    []queueInfo
 	queueIdx  map[string]int
 	cohorts   []cohortInfo
-	fair      bool
+	fair      bool // FairSharing: order by the queues' shares
+	fcfs      bool // FirstComeFirstServed: ignore priority, never preempt
+	placement placeKind
+	seed      uint64
 }
+
+// placeKind is Policy.Placement after parsing.
+type placeKind uint8
+
+const (
+	placeFrag placeKind = iota
+	placeBestFit
+	placeSpread
+	placeRandom
+)
 
 type flavorInfo struct {
 	name    string
@@ -175,9 +188,25 @@ func buildIndex(c *Cluster) (*index, error) {
 	case "", BestEffortFIFO:
 	case FairSharing:
 		ix.fair = true
+	case FirstComeFirstServed:
+		ix.fcfs = true
 	default:
-		return nil, invalidf("policy: unknown mode %q (want %s or %s)", c.Policy.Mode, BestEffortFIFO, FairSharing)
+		return nil, invalidf("policy: unknown mode %q (want %s, %s or %s)", c.Policy.Mode, BestEffortFIFO, FairSharing, FirstComeFirstServed)
 	}
+	switch c.Policy.Placement {
+	case "", PlacementFragmentationAware:
+		ix.placement = placeFrag
+	case PlacementBestFit:
+		ix.placement = placeBestFit
+	case PlacementSpread:
+		ix.placement = placeSpread
+	case PlacementRandom:
+		ix.placement = placeRandom
+	default:
+		return nil, invalidf("policy: unknown placement %q (want %s, %s, %s or %s)", c.Policy.Placement,
+			PlacementFragmentationAware, PlacementBestFit, PlacementSpread, PlacementRandom)
+	}
+	ix.seed = c.Policy.Seed
 	if c.Policy.HalfLife < 0 {
 		return nil, invalidf("policy: negative half-life %v", c.Policy.HalfLife)
 	}

@@ -160,7 +160,7 @@ func checkInvariants(t testing.TB, s *Snapshot) {
 	// Orders.
 	for c := range s.classes {
 		want := members[int32(c)]
-		slices.SortFunc(want, func(a, b int32) int { return staticCmp(&s.ws[a].w, &s.ws[b].w) })
+		slices.SortFunc(want, func(a, b int32) int { return s.staticCmp(&s.ws[a].w, &s.ws[b].w) })
 		if diff := cmpDiff(idsOf(s, want), idsOf(s, s.classes[c].members)); diff != "" {
 			t.Errorf("class %+v members:\n%s", s.classes[c].key, diff)
 		}

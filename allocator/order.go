@@ -8,8 +8,8 @@ import (
 )
 
 // orderKey is a pending workload's place in the admission order:
-// priority descending, then (FairSharing) the queue's share ascending,
-// then Created, then ID.
+// priority descending (FirstComeFirstServed: ignored), then
+// (FairSharing) the queue's share ascending, then Created, then ID.
 type orderKey struct {
 	prio    int32
 	share   float64
@@ -39,9 +39,18 @@ func (s *Snapshot) share(q int) float64 {
 	return s.usage[q] / s.ix.queues[q].weight
 }
 
+// oprio is the priority the admission order goes by: the workload's, or
+// 0 for every workload in FirstComeFirstServed mode.
+func (s *Snapshot) oprio(w *Workload) int32 {
+	if s.ix.fcfs {
+		return 0
+	}
+	return w.Priority
+}
+
 func (s *Snapshot) keyOf(slot int32) orderKey {
 	x := &s.ws[slot]
-	return orderKey{prio: x.w.Priority, share: s.share(int(x.q)), created: x.w.Created, id: x.w.ID}
+	return orderKey{prio: s.oprio(&x.w), share: s.share(int(x.q)), created: x.w.Created, id: x.w.ID}
 }
 
 // pendingInOrder returns every pending slot in admission order at Now.
@@ -56,8 +65,8 @@ func (s *Snapshot) pendingInOrder() []int32 {
 	}
 	slices.SortFunc(out, func(a, b int32) int {
 		x, y := &s.ws[a], &s.ws[b]
-		if x.w.Priority != y.w.Priority {
-			return cmp.Compare(y.w.Priority, x.w.Priority)
+		if px, py := s.oprio(&x.w), s.oprio(&y.w); px != py {
+			return cmp.Compare(py, px)
 		}
 		if sx, sy := shares[x.q], shares[y.q]; sx != sy {
 			return cmp.Compare(sx, sy)
@@ -71,10 +80,11 @@ func (s *Snapshot) pendingInOrder() []int32 {
 }
 
 // Order returns the IDs of the pending workloads in admission order under
-// the policy at Now: priority descending; in FairSharing mode then the
-// queue's Usage/Weight ascending (weight 0 counts as 1); then Created;
-// then ID. It is the order Schedule tries them in (entry penalties
-// added during a cycle can reorder the rest of that cycle).
+// the policy at Now: priority descending (not in FirstComeFirstServed
+// mode); in FairSharing mode then the queue's Usage/Weight ascending
+// (weight 0 counts as 1); then Created; then ID. It is the order Schedule
+// tries them in (entry penalties added during a cycle can reorder the
+// rest of that cycle).
 func (s *Snapshot) Order() []string {
 	slots := s.pendingInOrder()
 	out := make([]string, len(slots))

@@ -95,11 +95,15 @@ func (s *Snapshot) feasible(c cand, topo Level) bool {
 	return podCap(st.cnt, k, pods)
 }
 
-// place chooses nodes for c's pods under topo, fragmentation-aware (see
-// the package doc), or returns nil if they do not fit. s is unchanged.
-func (s *Snapshot) place(c cand, topo Level) []int32 {
+// place chooses nodes for c's pods under topo by the policy's placement
+// (see the package doc), or returns nil if they do not fit. id names the
+// workload being placed; only PlacementRandom uses it. s is unchanged.
+func (s *Snapshot) place(c cand, topo Level, id string) []int32 {
 	if !s.feasible(c, topo) {
 		return nil
+	}
+	if s.ix.placement != placeFrag {
+		return s.placeSimple(c, topo, id)
 	}
 	f, pods, k := int(c.f), int(c.pods), int(c.per)
 	frag := s.fragTable(f)

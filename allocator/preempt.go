@@ -32,7 +32,7 @@ import (
 func (s *Snapshot) autoPreempt(slot int32) ([]int32, cand, bool) {
 	x := &s.ws[slot]
 	qi := &s.ix.queues[x.q]
-	if qi.within == polNever && (qi.cohort < 0 || qi.reclaim == polNever) {
+	if s.ix.fcfs || (qi.within == polNever && (qi.cohort < 0 || qi.reclaim == polNever)) {
 		return nil, cand{}, false
 	}
 	for i, c := range s.classes[x.cls].cands {
@@ -439,7 +439,7 @@ func (s *Snapshot) ProposeVictims(w Workload) (victims []string, a Admission, ok
 	for _, v := range best {
 		s.vacate(v)
 	}
-	nodes := s.place(bestC, w.Topology)
+	nodes := s.place(bestC, w.Topology, w.ID)
 	for i := len(best) - 1; i >= 0; i-- {
 		s.occupy(best[i])
 	}
@@ -489,7 +489,7 @@ func (s *Snapshot) Preempt(id string, victims []string) ([]Event, error) {
 		s.unadmit(v, true)
 	}
 	x := &s.ws[slot]
-	c, nodes, ok := s.fitClass(s.classes[x.cls].cands, x.w.GPUs, int(x.q), x.w.Topology)
+	c, nodes, ok := s.fitClass(s.classes[x.cls].cands, x.w.GPUs, int(x.q), x.w.Topology, x.w.ID)
 	if !ok {
 		reason := s.diagnoseSlot(slot)
 		for i := len(saved) - 1; i >= 0; i-- {

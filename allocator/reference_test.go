@@ -42,7 +42,7 @@ func naiveSchedule(s *Snapshot) []string {
 		}
 		tried[best] = true
 		x := &s.ws[best]
-		if c, nodes, ok := s.fitClass(s.classes[x.cls].cands, x.w.GPUs, int(x.q), x.w.Topology); ok {
+		if c, nodes, ok := s.fitClass(s.classes[x.cls].cands, x.w.GPUs, int(x.q), x.w.Topology, x.w.ID); ok {
 			s.admitNow(nil, best, c, nodes, emit)
 			continue
 		}
@@ -59,6 +59,9 @@ func naiveSchedule(s *Snapshot) []string {
 // referencePreempt is Kueue's GetTargets written plainly: no quick
 // checks, shadows or caches.
 func referencePreempt(s *Snapshot, slot int32) ([]int32, cand, bool) {
+	if s.ix.fcfs { // FirstComeFirstServed never preempts
+		return nil, cand{}, false
+	}
 	x := &s.ws[slot]
 	q, p := int(x.q), x.w.Priority
 	qi := &s.ix.queues[q]

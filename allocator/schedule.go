@@ -81,7 +81,7 @@ func (s *Snapshot) schedule(emit sink) {
 		x := &s.ws[slot]
 		cl := &s.classes[c]
 		// Phase 2: fit.
-		if cd, nodes, ok := s.fitClass(cl.cands, x.w.GPUs, int(x.q), x.w.Topology); ok {
+		if cd, nodes, ok := s.fitClass(cl.cands, x.w.GPUs, int(x.q), x.w.Topology, x.w.ID); ok {
 			s.admitNow(cy, slot, cd, nodes, emit)
 			s.requeueClass(cy, c)
 			continue
@@ -148,7 +148,7 @@ func (s *Snapshot) head(cy *cycleState, c int32) int32 {
 }
 
 func (s *Snapshot) headLess(cy *cycleState, a, b int32) bool {
-	return staticCmp(&s.ws[s.head(cy, a)].w, &s.ws[s.head(cy, b)].w) < 0
+	return s.staticCmp(&s.ws[s.head(cy, a)].w, &s.ws[s.head(cy, b)].w) < 0
 }
 
 func (s *Snapshot) siftDown(cy *cycleState, h []int32, i int) {
@@ -225,7 +225,7 @@ func (s *Snapshot) advance(cy *cycleState, c int32) {
 	rest := cl.members[cy.cursor[c]:]
 	i, _ := slices.BinarySearchFunc(rest, cy.cur, func(m int32, cur orderKey) int {
 		w := &s.ws[m].w
-		k := orderKey{prio: w.Priority, share: sh, created: w.Created, id: w.ID}
+		k := orderKey{prio: s.oprio(w), share: sh, created: w.Created, id: w.ID}
 		if cmpKey(&k, &cur) <= 0 {
 			return -1
 		}
@@ -253,14 +253,14 @@ func (s *Snapshot) undrop(cy *cycleState, cohort int) {
 }
 
 // fitClass finds the first flavor where gpus GPUs of queue q fit by quota
-// and placement, and the nodes.
-func (s *Snapshot) fitClass(cands []cand, gpus, q int, topo Level) (cand, []int32, bool) {
+// and placement, and the nodes; id names the workload (see place).
+func (s *Snapshot) fitClass(cands []cand, gpus, q int, topo Level, id string) (cand, []int32, bool) {
 	for _, c := range cands {
 		f := int(c.f)
 		if c.never || gpus > s.fl[f].free || !s.fitsQuota(q, f, gpus, true) {
 			continue
 		}
-		if nodes := s.place(c, topo); nodes != nil {
+		if nodes := s.place(c, topo, id); nodes != nil {
 			return c, nodes, true
 		}
 	}
@@ -327,7 +327,7 @@ func (s *Snapshot) preemptAndAdmit(cy *cycleState, slot int32, victims []int32, 
 	x := &s.ws[slot]
 	var nodes []int32
 	if s.fitsQuota(int(x.q), int(c.f), x.w.GPUs, true) {
-		nodes = s.place(c, x.w.Topology)
+		nodes = s.place(c, x.w.Topology, x.w.ID)
 	}
 	if nodes == nil {
 		for i := len(saved) - 1; i >= 0; i-- {

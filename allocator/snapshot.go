@@ -408,11 +408,11 @@ func (s *Snapshot) classFor(q int, gpus int, topo Level, pin int, cands []cand) 
 	return c
 }
 
-// staticCmp orders pending workloads of one queue: priority descending,
-// then Created, then ID.
-func staticCmp(a, b *Workload) int {
-	if a.Priority != b.Priority {
-		return cmp.Compare(b.Priority, a.Priority)
+// staticCmp orders pending workloads of one queue: priority descending
+// (not in FirstComeFirstServed mode), then Created, then ID.
+func (s *Snapshot) staticCmp(a, b *Workload) int {
+	if pa, pb := s.oprio(a), s.oprio(b); pa != pb {
+		return cmp.Compare(pb, pa)
 	}
 	if c := a.Created.Compare(b.Created); c != 0 {
 		return c
@@ -449,14 +449,14 @@ func createdCmp(a, b *Workload) int {
 func (s *Snapshot) insertMember(c int32, slot int32) {
 	cl := &s.classes[c]
 	w := &s.ws[slot].w
-	i, _ := slices.BinarySearchFunc(cl.members, slot, func(m, _ int32) int { return staticCmp(&s.ws[m].w, w) })
+	i, _ := slices.BinarySearchFunc(cl.members, slot, func(m, _ int32) int { return s.staticCmp(&s.ws[m].w, w) })
 	cl.members = slices.Insert(cl.members, i, slot)
 }
 
 func (s *Snapshot) removeMember(c int32, slot int32) {
 	cl := &s.classes[c]
 	w := &s.ws[slot].w
-	i, ok := slices.BinarySearchFunc(cl.members, slot, func(m, _ int32) int { return staticCmp(&s.ws[m].w, w) })
+	i, ok := slices.BinarySearchFunc(cl.members, slot, func(m, _ int32) int { return s.staticCmp(&s.ws[m].w, w) })
 	if ok {
 		cl.members = slices.Delete(cl.members, i, i+1)
 	}

@@ -110,11 +110,37 @@ const (
 	// FairSharing (Admission Fair Sharing) orders by priority, then by the
 	// queue's decayed usage divided by its weight, then arrival.
 	FairSharing Mode = "AdmissionFairSharing"
+	// FirstComeFirstServed orders by arrival only, ignoring priority, and
+	// never preempts automatically: what first-come-first-served manual
+	// allocation does. A workload that does not fit does not block the
+	// ones behind it, as in BestEffortFIFO. It is not a Kueue mode; the
+	// trace simulator uses it as a baseline.
+	FirstComeFirstServed Mode = "FirstComeFirstServed"
+)
+
+// Placement selects how the pods of an admitted workload are put on
+// nodes (see the package doc, "Placement").
+type Placement string
+
+const (
+	// PlacementFragmentationAware puts each pod where measure (a) of
+	// fragmentation grows least (DESIGN.md). It is the default.
+	PlacementFragmentationAware Placement = "FragmentationAware"
+	// PlacementBestFit puts each pod on the node with the fewest free GPUs
+	// that still fit it (packing).
+	PlacementBestFit Placement = "BestFit"
+	// PlacementSpread puts each pod on the node with the most free GPUs
+	// (worst fit, Kubernetes' LeastAllocated).
+	PlacementSpread Placement = "Spread"
+	// PlacementRandom puts each pod on a node drawn uniformly among those
+	// that fit it, from a hash of Policy.Seed, the workload ID and the pod
+	// index: deterministic for a given state, seed and workload.
+	PlacementRandom Placement = "Random"
 )
 
 // Policy is the cluster-wide admission policy.
 type Policy struct {
-	Mode Mode // "" means BestEffortFIFO
+	Mode Mode // "" means BestEffortFIFO; also FairSharing, FirstComeFirstServed
 	// HalfLife of the decayed usage (see DecayUsage); 0 means no decay.
 	// Usage accrues in both modes; only FairSharing orders by it.
 	HalfLife time.Duration
@@ -122,6 +148,11 @@ type Policy struct {
 	// GPU-hours, at each admission (FairSharing only), so that one queue
 	// does not take a whole cycle's capacity before its usage catches up.
 	EntryPenalty time.Duration
+	// Placement chooses nodes for admitted pods; "" means
+	// PlacementFragmentationAware.
+	Placement Placement
+	// Seed varies PlacementRandom's choices; other placements ignore it.
+	Seed uint64
 }
 
 // Cluster is the static part of the model: what exists and the rules.

@@ -101,15 +101,13 @@ func (s *Snapshot) current(e ending) bool {
 // end time while that is not after `until` (or before it, when strict)
 // and stop returns false. Usage accrues between steps.
 func (s *Snapshot) run(until time.Time, strict bool, endOf func(slot int32) (time.Time, bool), emit sink, stop func() bool, scheduleFirst bool) {
+	h := s.endings(endOf)
+	s.runWith(&h, until, strict, endOf, emit, stop, scheduleFirst)
+}
+
+// endings returns the heap of the admitted workloads' ends.
+func (s *Snapshot) endings(endOf func(slot int32) (time.Time, bool)) endHeap {
 	h := endHeap{}
-	push := func(slot int32) {
-		t, ok := endOf(slot)
-		if !ok {
-			return
-		}
-		x := &s.ws[slot]
-		heap.Push(&h, ending{at: maxTime(t, s.now), slot: slot, adm: x.w.Admission, id: x.w.ID})
-	}
 	for slot := range s.ws {
 		x := &s.ws[slot]
 		if !x.live || x.fl < 0 {
@@ -120,30 +118,47 @@ func (s *Snapshot) run(until time.Time, strict bool, endOf func(slot int32) (tim
 		}
 	}
 	heap.Init(&h)
+	return h
+}
+
+// pushEnd adds the end of the admitted workload in slot to h.
+func (s *Snapshot) pushEnd(h *endHeap, endOf func(slot int32) (time.Time, bool), slot int32) {
+	t, ok := endOf(slot)
+	if !ok {
+		return
+	}
+	x := &s.ws[slot]
+	heap.Push(h, ending{at: maxTime(t, s.now), slot: slot, adm: x.w.Admission, id: x.w.ID})
+}
+
+// runWith is run on a heap of ends kept by the caller: stale entries
+// (admissions that no longer hold) are skipped, and the ends of
+// workloads admitted on the way are pushed.
+func (s *Snapshot) runWith(h *endHeap, until time.Time, strict bool, endOf func(slot int32) (time.Time, bool), emit sink, stop func() bool, scheduleFirst bool) {
 	wrapped := func(k EventKind, slot, by int32) {
 		emit(k, slot, by)
 		if k == EventAdmitted {
-			push(slot)
+			s.pushEnd(h, endOf, slot)
 		}
 	}
 	first := scheduleFirst
 	for {
-		for len(h) > 0 && !s.current(h[0]) {
-			heap.Pop(&h)
+		for h.Len() > 0 && !s.current((*h)[0]) {
+			heap.Pop(h)
 		}
 		if !first {
-			if len(h) == 0 {
+			if h.Len() == 0 {
 				return
 			}
-			t := h[0].at
+			t := (*h)[0].at
 			if t.After(until) || (strict && !t.Before(until)) {
 				return
 			}
 			s.accrue(t)
 		}
 		first = false
-		for len(h) > 0 && !h[0].at.After(s.now) {
-			e := heap.Pop(&h).(ending)
+		for h.Len() > 0 && !(*h)[0].at.After(s.now) {
+			e := heap.Pop(h).(ending)
 			if !s.current(e) {
 				continue
 			}

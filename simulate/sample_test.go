@@ -1,0 +1,370 @@
+package simulate
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gpubot/gpubot/allocator"
+)
+
+// Tests on the samples in testdata: 38 real openb nodes (189 GPUs) and
+// 300 real openb pods (every 27th of the default list), and a small
+// synthetic generic trace.
+
+func readSample(t testing.TB, nodes, trace string, o ReadOptions) (*NodeList, *Trace) {
+	t.Helper()
+	nf, err := os.Open(filepath.Join("testdata", nodes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nf.Close()
+	nl, err := ReadNodes(nf, nodes, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tf, err := os.Open(filepath.Join("testdata", trace))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tf.Close()
+	tr, err := ReadTrace(tf, trace, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nl, tr
+}
+
+// checkState is the allocator's invariants, seen from outside, and the
+// replay's bookkeeping against the snapshot.
+func checkState(nodeGPUs map[string]int, nodeFlavor map[string]string, flavorGPUs map[string]int) func(string, *allocator.Snapshot, int, int, int) error {
+	return func(run string, s *allocator.Snapshot, used, running, pending int) error {
+		onNode := map[string]int{}
+		byFlavor := map[string]int{}
+		admitted, waiting := 0, 0
+		for _, w := range s.Workloads() {
+			if w.Admission == nil {
+				waiting++
+				continue
+			}
+			admitted++
+			a := w.Admission
+			if len(a.Nodes) == 0 || w.GPUs%len(a.Nodes) != 0 {
+				return fmt.Errorf("%s: %s: %d GPUs on %d pods", run, w.ID, w.GPUs, len(a.Nodes))
+			}
+			per := w.GPUs / len(a.Nodes)
+			for _, n := range a.Nodes {
+				if nodeFlavor[n] != a.Flavor {
+					return fmt.Errorf("%s: %s: node %s is not of flavor %s", run, w.ID, n, a.Flavor)
+				}
+				onNode[n] += per
+			}
+			if w.Flavor != "" && w.Flavor != a.Flavor {
+				return fmt.Errorf("%s: %s pinned to %s runs on %s", run, w.ID, w.Flavor, a.Flavor)
+			}
+			if w.Topology == allocator.LevelHost && slices.ContainsFunc(a.Nodes, func(n string) bool { return n != a.Nodes[0] }) {
+				return fmt.Errorf("%s: %s must be on one host, is on %v", run, w.ID, a.Nodes)
+			}
+			byFlavor[a.Flavor] += w.GPUs
+		}
+		for n, g := range onNode {
+			if g > nodeGPUs[n] {
+				return fmt.Errorf("%s: node %s holds %d GPUs of %d", run, n, g, nodeGPUs[n])
+			}
+		}
+		sum := 0
+		for _, c := range s.Capacity(nil) {
+			if c.Used != byFlavor[c.Flavor] || c.Used+c.Free != flavorGPUs[c.Flavor] || c.Total != flavorGPUs[c.Flavor] {
+				return fmt.Errorf("%s: flavor %s: capacity %+v, admitted %d", run, c.Flavor, c, byFlavor[c.Flavor])
+			}
+			sum += c.Used
+		}
+		for _, st := range s.Standing() {
+			for f, u := range st.Used {
+				if u < 0 || u > flavorGPUs[f] {
+					return fmt.Errorf("%s: queue %s uses %d of %d %s GPUs", run, st.Queue, u, flavorGPUs[f], f)
+				}
+			}
+		}
+		if sum != used || admitted != running || waiting != pending {
+			return fmt.Errorf("%s: the replay counts %d GPUs, %d running, %d pending; the snapshot %d, %d, %d",
+				run, used, running, pending, sum, admitted, waiting)
+		}
+		return nil
+	}
+}
+
+func checkerFor(nodes []Node) func(string, *allocator.Snapshot, int, int, int) error {
+	nodeGPUs, nodeFlavor, flavorGPUs := map[string]int{}, map[string]string{}, map[string]int{}
+	for _, n := range nodes {
+		nodeGPUs[n.Name], nodeFlavor[n.Name] = n.GPUs, Flavor(n.Model)
+		flavorGPUs[Flavor(n.Model)] += n.GPUs
+	}
+	return checkState(nodeGPUs, nodeFlavor, flavorGPUs)
+}
+
+// TestReplayInvariants checks the allocator's invariants and the
+// replay's bookkeeping after every step of long replays: the openb sample
+// under load with every policy and placement, and with capacity added and
+// removed; and the generic sample with its pinned flavors and topology.
+func TestReplayInvariants(t *testing.T) {
+	nl, tr := readSample(t, "openb_nodes_sample.csv", "openb_pods_sample.csv", ReadOptions{Seed: 3})
+	for _, pl := range []allocator.Placement{allocator.PlacementFragmentationAware, allocator.PlacementBestFit, allocator.PlacementRandom} {
+		s := Setup{Nodes: nl.Nodes, Trace: tr, Load: Load{Target: 1.15}, Placement: pl, Seed: 5, Calibrate: 50,
+			Changes: []Change{{Flavor: "g2", GPUs: 16}, {Flavor: "t4", GPUs: -6}}}
+		changed, _, err := ApplyChanges(nl.Nodes, s.Changes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		base, more := checkerFor(nl.Nodes), checkerFor(changed)
+		s.check = func(run string, snap *allocator.Snapshot, used, running, pending int) error {
+			if strings.HasSuffix(run, "+16xg2 -6xt4") {
+				return more(run, snap, used, running, pending)
+			}
+			return base(run, snap, used, running, pending)
+		}
+		rep, err := Replay(s)
+		if err != nil {
+			t.Fatalf("%s: %v", pl, err)
+		}
+		if len(rep.Runs) != 6 {
+			t.Fatalf("%s: %d runs", pl, len(rep.Runs))
+		}
+		for _, r := range rep.Runs {
+			if r.AllWaits.Jobs != rep.Trace.Jobs {
+				t.Errorf("%s %s: %d jobs reported of %d", pl, r.Name, r.AllWaits.Jobs, rep.Trace.Jobs)
+			}
+		}
+	}
+	gn, gt := readSample(t, "nodes_sample.csv", "jobs_sample.csv", ReadOptions{})
+	_, err := Replay(Setup{Nodes: gn.Nodes, Trace: gt, Calibrate: -1, check: checkerFor(gn.Nodes)})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDeterminism: the same input and seed give byte-identical files;
+// another seed gives other teams, so other results.
+func TestDeterminism(t *testing.T) {
+	write := func(seed uint64, packing bool) map[string][]byte {
+		nl, tr := readSample(t, "openb_nodes_sample.csv", "openb_pods_sample.csv", ReadOptions{Seed: seed})
+		var rep *Report
+		var err error
+		if packing {
+			rep, err = Packing(PackingSetup{Nodes: nl.Nodes, Trace: tr, Seeds: 3, Seed: seed})
+		} else {
+			rep, err = Replay(Setup{Nodes: nl.Nodes, Trace: tr, Load: Load{Target: 1.1}, Calibrate: -1, Seed: seed,
+				Placement: allocator.PlacementRandom, Changes: []Change{{Flavor: "g2", GPUs: 8}}})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		names, err := WriteFiles(dir, rep, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var text bytes.Buffer
+		if err := WriteText(&text, rep); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string][]byte{"stdout": text.Bytes()}
+		for _, n := range names {
+			b, err := os.ReadFile(filepath.Join(dir, n))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[n] = b
+		}
+		return out
+	}
+	for _, packing := range []bool{false, true} {
+		a, b := write(1, packing), write(1, packing)
+		if len(a) < 5 {
+			t.Fatalf("packing %v: only %d files", packing, len(a))
+		}
+		for name, data := range a {
+			if !bytes.Equal(data, b[name]) {
+				t.Errorf("packing %v: %s differs between two identical runs", packing, name)
+			}
+		}
+		if c := write(2, packing); bytes.Equal(a["results.json"], c["results.json"]) {
+			t.Errorf("packing %v: seeds 1 and 2 gave the same results", packing)
+		}
+	}
+}
+
+// TestPackingByHand: two 2-GPU nodes; a half-GPU pod, a 1-GPU pod and a
+// 2-GPU pod arrive in that order. The measure's task types are the three
+// pods, a third each.
+//
+//   - fgd: the half goes on a (tie: both nodes empty, first by name): a
+//     = [.5, 1], F_a = ⅓(0 + .5 + 1.5) = ⅔ (a whole GPU task finds the
+//     half-used GPU unusable; a 2-GPU task finds nothing). The 1-GPU pod
+//     on a gives a = [.5, 0], F_a = ⅓(0 + .5 + .5) = ⅓ (−⅓), on b gives
+//     b = [0, 1], F_b = ⅓·1 (+⅓): a. The 2-GPU pod fits only b. Left:
+//     half a GPU, F = ⅓: 12.5 % unallocated, 8.3 % of all, ⅔ of free.
+//   - best-fit: the same choices (a is fuller for the 1-GPU pod).
+//   - spread: the 1-GPU pod goes on b (emptier); then no node has two
+//     free GPUs: the 2-GPU pod fails. a = [.5, 1] (F ⅔), b = [0, 1]
+//     (F ⅓): 62.5 % unallocated, 25 % of all, 40 % of free.
+func TestPackingByHand(t *testing.T) {
+	nodes := []Node{{Name: "a", Model: "X", GPUs: 2}, {Name: "b", Model: "X", GPUs: 2}}
+	jobs := []Job{{ID: "half", GPUs: 1, Milli: 500}, {ID: "one", GPUs: 1, Milli: 1000}, {ID: "two", GPUs: 2, Milli: 1000}}
+	for _, tc := range []struct {
+		place                      string
+		unalloc, fragAll, fragFree float64
+		failed                     float64
+	}{
+		{"fgd", 12.5, 100.0 / 12, 200.0 / 3, 0},
+		{"fgd-scored", 12.5, 100.0 / 12, 200.0 / 3, 0},
+		{"best-fit", 12.5, 100.0 / 12, 200.0 / 3, 0},
+		{"spread", 62.5, 25, 40, 1},
+	} {
+		pk, podType := testPacker(nodes, jobs, tc.place)
+		// Arrived demand: .5, 1.5, 3.5 of 4 GPUs: 87 % is the last point
+		// before any pod would be drawn again.
+		out := pk.run(podType, []int{0, 1, 2}, rand.New(rand.NewPCG(1, 1)), 4, 87, tc.place, nil)
+		if len(out) != 88 {
+			t.Fatalf("%s: %d points", tc.place, len(out))
+		}
+		p := out[87]
+		if !near(p.Unallocated.Mean, tc.unalloc) || !near(p.FragAll.Mean, tc.fragAll) || !near(p.FragFree.Mean, tc.fragFree) || p.Failed.Mean != tc.failed {
+			t.Errorf("%s at 87%%: %+v; want %v unallocated, %v / %v fragmented, %v failed", tc.place, p, tc.unalloc, tc.fragAll, tc.fragFree, tc.failed)
+		}
+		// After the first pod (12.5 % arrived) and before the third.
+		if q := out[12]; !near(q.Unallocated.Mean, 87.5) || !near(q.FragAll.Mean, 100.0/6) {
+			t.Errorf("%s at 12%%: %+v; want 87.5 unallocated, 16.7 fragmented", tc.place, q)
+		}
+		if q := out[0]; q.Unallocated.Mean != 100 || q.FragAll.Mean != 0 {
+			t.Errorf("%s at 0%%: %+v", tc.place, q)
+		}
+	}
+}
+
+// testPacker builds a packer as Packing does.
+func testPacker(nodes []Node, jobs []Job, place string) (*packer, []int) {
+	modelIdx := map[string]int{}
+	for _, n := range nodes {
+		if _, ok := modelIdx[Flavor(n.Model)]; !ok {
+			modelIdx[Flavor(n.Model)] = len(modelIdx)
+		}
+	}
+	typeIdx := map[ptype]int{}
+	var types []ptype
+	var podType []int
+	for _, j := range jobs {
+		pt := ptype{gpus: j.GPUs, milli: int32(j.Milli), models: ^uint64(0)}
+		k, ok := typeIdx[pt]
+		if !ok {
+			k = len(types)
+			typeIdx[pt] = k
+			types = append(types, pt)
+		}
+		podType = append(podType, k)
+	}
+	meas, millis := measureTypes(types, podType)
+	return newPacker(nodes, modelIdx, types, meas, millis, place, 1), podType
+}
+
+// TestPackingSample runs the packing mode on the openb sample: every
+// placement packs at least the demand that fits, fgd and best-fit leave
+// fewer GPUs unallocated than spread, and the result does not depend on
+// the order of the placements asked for.
+func TestPackingSample(t *testing.T) {
+	nl, tr := readSample(t, "openb_nodes_sample.csv", "openb_pods_sample.csv", ReadOptions{})
+	rep, err := Packing(PackingSetup{Nodes: nl.Nodes, Trace: tr, Seeds: 4, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr := rep.Packing
+	for _, p := range pr.Placements {
+		c := pr.Curves[p]
+		if len(c) != 131 {
+			t.Fatalf("%s: %d points", p, len(c))
+		}
+		for a := 1; a <= 130; a++ { // pods never leave
+			if c[a].Unallocated.Mean > c[a-1].Unallocated.Mean {
+				t.Errorf("%s: more unallocated at %d%% (%.2f) than at %d%% (%.2f)", p, a, c[a].Unallocated.Mean, a-1, c[a-1].Unallocated.Mean)
+			}
+		}
+		if c[130].Unallocated.Min > c[130].Unallocated.Mean || c[130].Unallocated.Mean > c[130].Unallocated.Max {
+			t.Errorf("%s: spread %+v", p, c[130].Unallocated)
+		}
+	}
+	if fgd, spread := pr.Curves["fgd"][130].Unallocated.Mean, pr.Curves["spread"][130].Unallocated.Mean; fgd >= spread {
+		t.Errorf("fgd leaves %.1f%% unallocated, spread %.1f%%", fgd, spread)
+	}
+	// Up to half the cluster, fgd places everything that arrives (within
+	// a pod: a point is recorded once the demand reaches it).
+	for a := 0; a <= 50; a++ {
+		if u := pr.Curves["fgd"][a].Unallocated.Max; u > 100-float64(a)+0.1 || u < 100-float64(a)-5 {
+			t.Errorf("fgd at %d%%: %.2f unallocated", a, u)
+		}
+	}
+	rev, err := Packing(PackingSetup{Nodes: nl.Nodes, Trace: tr, Seeds: 4, Seed: 1, Placements: []string{"fgd", "random"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"fgd", "random"} {
+		if !slices.Equal(rev.Packing.Curves[p], pr.Curves[p]) {
+			t.Errorf("%s depends on the other placements run", p)
+		}
+	}
+}
+
+// TestPackingText shows the paper's figures beside ours when there are
+// any, and says how far apart they are.
+func TestPackingText(t *testing.T) {
+	nl, tr := readSample(t, "openb_nodes_sample.csv", "openb_pods_sample.csv", ReadOptions{})
+	rep, err := Packing(PackingSetup{Nodes: nl.Nodes, Trace: tr, Seeds: 2, Seed: 1, MaxArrived: 120})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Packing.Reference != nil {
+		t.Fatal("the sample got the openb default trace's reference")
+	}
+	rep.Packing.Reference = &openBDefaultReference
+	var b strings.Builder
+	if err := WriteText(&b, rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Unallocated GPUs, % of all GPUs", "Fragmentation, % of free GPUs", "fgd leaves", "120%",
+		"The paper on this trace", "The paper's FGD leaves up to 31% fewer GPUs unallocated than its BestFit (at 105% arrived)", "fgd minus the paper's FGD, points:"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("text lacks %q:\n%s", want, b.String())
+		}
+	}
+	if strings.Contains(b.String(), " 125%") {
+		t.Errorf("text shows points beyond 120%%:\n%s", b.String())
+	}
+}
+
+// TestPackingOpenBAgainstPaper holds the packing mode to the FGD paper's
+// published figures on the openb default trace, point by point (skipped
+// without the traces).
+func TestPackingOpenBAgainstPaper(t *testing.T) {
+	nodes, tr := openB(t, "openb_pod_list_default.csv")
+	rep, err := Packing(PackingSetup{Nodes: nodes.Nodes, Trace: tr, Seeds: 2, Seed: 1, Placements: []string{"random", "best-fit", "fgd"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := rep.Packing.Reference
+	if ref == nil {
+		t.Fatal("no reference for the openb default trace")
+	}
+	for place, tol := range map[string]float64{"random": 1, "fgd": 1, "best-fit": 2} {
+		for i, a := range ref.Arrived {
+			ours, theirs := rep.Packing.Curves[place][a].Unallocated.Mean, ref.Unallocated[paperNames[place]][i]
+			if math.Abs(ours-theirs) > tol {
+				t.Errorf("%s at %d%%: %.1f%% unallocated, the paper %.1f%%", place, a, ours, theirs)
+			}
+		}
+	}
+}
