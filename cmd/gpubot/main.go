@@ -39,6 +39,7 @@ Commands:
   console   chat with gpubot in this terminal, on a simulated cluster
   run       run the bot: on Slack when SLACK_BOT_TOKEN and SLACK_APP_TOKEN
             are set, otherwise the console (the default command)
+  simulate  replay a GPU-cluster trace to compare policies and capacity
   version   print the version
   help      show this help, or a command's: gpubot help console
 
@@ -69,6 +70,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 0
 	case "run", "console":
 		return runBot(cmd, args, stdin, stdout, stderr)
+	case "simulate":
+		return runSimulate(args, stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "gpubot: unknown command %q\n\n%s", cmd, usage)
 	return 2
@@ -84,6 +87,9 @@ func runBot(cmd string, args []string, stdin io.Reader, stdout, stderr io.Writer
 		start    = fs.String("start", "", "console: simulated start `time` (RFC 3339) of a new data directory; default: now")
 		logFile  = fs.String("log-file", "", "operator log `file`; \"-\" for standard error; default: <data-dir>/gpubot.log")
 		logLevel = fs.String("log-level", "info", "log `level`: debug, info, warn or error")
+		kubecfg  = fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "Kubernetes cluster with Kueue to drive, as a kubeconfig `file`; or $KUBECONFIG; default: the simulated cluster")
+		inClust  = fs.Bool("in-cluster", false, "drive the cluster gpubot runs in, with its pod's ServiceAccount")
+		httpAddr = fs.String("http-addr", "", "serve /healthz, /readyz and /metrics on this `address` (e.g. :8080) when driving a cluster; default: off")
 	)
 	fs.Usage = func() {
 		switch cmd {
@@ -156,6 +162,7 @@ Flags:
 		Start:       startAt,
 		LogFile:     *logFile,
 		LogLevel:    lvl,
+		Cluster:     app.ClusterOptions{Kubeconfig: *kubecfg, InCluster: *inClust, HTTPAddr: *httpAddr},
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "gpubot: %v\n", err)

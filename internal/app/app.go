@@ -47,6 +47,9 @@ type Options struct {
 	// LogFile: "" is DataDir/gpubot.log, "-" is Stderr.
 	LogFile  string
 	LogLevel slog.Level
+	// Cluster connects a real Kubernetes cluster; the zero value runs on
+	// the simulated cluster (see cluster.go).
+	Cluster ClusterOptions
 }
 
 // Run runs the console chat on the simulated cluster until the input ends
@@ -76,6 +79,9 @@ func Run(ctx context.Context, o Options) (err error) {
 			err = fmt.Errorf("closing the store: %w", cerr)
 		}
 	}()
+	if o.Cluster.configured() {
+		return runOnCluster(ctx, o, cfg, db, log)
+	}
 	start := o.Start
 	if start.IsZero() {
 		start = time.Now().Truncate(time.Minute)

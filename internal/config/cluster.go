@@ -94,7 +94,7 @@ func (p *parser) teamList(n *yaml.Node) {
 	items := p.entries(n, "teams", "team")
 	for i, e := range items {
 		path := index("teams", i)
-		f := p.mapping(e, path, "name", "cohort", "channel", "weight", "leads", "members", "quota", "preemption")
+		f := p.mapping(e, path, "name", "cohort", "channel", "weight", "leads", "members", "quota", "preemption", "namespace", "localQueue")
 		name, ok := p.name(f, p.teams, label, labelRule)
 		if ok && contains(p.flavors.names, name) {
 			p.errorf(f.get("name"), field(path, "name"), "team %q has the name of a flavor, which would make \"/gpu queue %s\" ambiguous", name, name)
@@ -126,6 +126,7 @@ func (p *parser) teamList(n *yaml.Node) {
 		team.Members = p.teamPeople(f, "members", ti)
 		p.quota(p.required(f, "quota"), field(path, "quota"), &queue)
 		p.preemption(f.get("preemption"), field(path, "preemption"), &queue.Preemption)
+		p.teamCluster(f, path, name)
 		if ok {
 			p.teamInfo[name] = ti
 			p.cfg.settings.Teams = append(p.cfg.settings.Teams, team)

@@ -23,6 +23,7 @@ type Config struct {
 	cluster  allocator.Cluster
 	settings commands.Settings
 	seeds    []commands.Seed
+	kube     Kubernetes
 }
 
 // Load reads and validates the YAML file at path. Problems in the file are

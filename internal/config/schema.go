@@ -95,7 +95,7 @@ func (p *parser) config(root *yaml.Node) *Config {
 
 	f := p.mapping(root, "",
 		"timezone", "defaultChannel", "admission", "priorities", "defaultPriority",
-		"requests", "approval", "templates", "flavors", "people", "teams", "simulation")
+		"requests", "approval", "templates", "flavors", "people", "teams", "simulation", "kubernetes")
 	p.timezone(f)
 	p.defaultChannel(f)
 	p.admission(f.get("admission"))
@@ -108,6 +108,7 @@ func (p *parser) config(root *yaml.Node) *Config {
 	p.personList(p.required(f, "people"))
 	p.teamList(p.required(f, "teams"))
 	p.checkQuotaTotals()
+	p.kubernetes(f.get("kubernetes"))
 	if n := f.get("simulation"); n != nil {
 		s := p.mapping(n, "simulation", "running")
 		if r := s.get("running"); r != nil {

@@ -1,0 +1,168 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/gpubot/gpubot/allocator"
+	"github.com/gpubot/gpubot/bot"
+	"github.com/gpubot/gpubot/bot/console"
+	"github.com/gpubot/gpubot/commands"
+	"github.com/gpubot/gpubot/internal/config"
+	"github.com/gpubot/gpubot/k8sbridge"
+	"github.com/gpubot/gpubot/store"
+)
+
+// ClusterOptions connect gpubot to a real Kubernetes cluster with Kueue.
+// With neither a kubeconfig nor InCluster, gpubot runs on its simulated
+// cluster.
+type ClusterOptions struct {
+	// Kubeconfig is a kubeconfig file (the command line fills it from
+	// --kubeconfig or $KUBECONFIG).
+	Kubeconfig string
+	// InCluster uses the pod's ServiceAccount.
+	InCluster bool
+	// HTTPAddr serves /healthz, /readyz and /metrics; "" serves nothing.
+	HTTPAddr string
+	// SweepEvery is how often time-driven work (reminders, estimate
+	// refreshes, reconciliation) runs with a real cluster; default 30 s.
+	SweepEvery time.Duration
+}
+
+func (o ClusterOptions) configured() bool { return o.Kubeconfig != "" || o.InCluster }
+
+// bridgeConfig translates gpubot's configuration for the bridge.
+func bridgeConfig(cfg *config.Config) k8sbridge.Config {
+	set, cl, k := cfg.Settings(), cfg.Cluster(), cfg.Kubernetes()
+	bc := k8sbridge.Config{
+		Flavors: cl.Flavors, FallbackNodes: cl.Nodes, Policy: cl.Policy,
+		Priorities: map[string]int32{}, Templates: maps.Clone(k.JobTemplates),
+		GPUResource: k.GPUResource, BlockLabel: k.BlockLabel, RackLabel: k.RackLabel, HostLabel: k.HostLabel,
+	}
+	for _, p := range set.Priorities {
+		bc.Priorities[p.Name] = p.Value
+	}
+	for _, t := range set.Teams {
+		bc.Teams = append(bc.Teams, k8sbridge.Team{Name: t.Name, Namespace: k.Namespaces[t.Name], LocalQueue: k.LocalQueues[t.Name]})
+	}
+	return bc
+}
+
+// runOnCluster is Run with a real cluster: real time, Kueue admitting,
+// workload events from the bridge, and the console (or another chat) on top.
+func runOnCluster(ctx context.Context, o Options, cfg *config.Config, db *store.DB, log *slog.Logger) error {
+	// On return, stop the background work first, then wait for it, so
+	// that nothing touches the store after Run closes it.
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	tel := newTelemetry(db)
+	br, err := k8sbridge.Dial(k8sbridge.Connection{Kubeconfig: o.Cluster.Kubeconfig, InCluster: o.Cluster.InCluster, Observe: tel.observeAPI},
+		bridgeConfig(cfg), k8sbridge.WithLogger(log), k8sbridge.WithRequests(db))
+	if err != nil {
+		return err
+	}
+	tel.ready(func() error {
+		if !br.Ready() {
+			return errors.New("Kubernetes caches not synced")
+		}
+		return nil
+	})
+	if o.Cluster.HTTPAddr != "" {
+		stop, err := tel.serve(o.Cluster.HTTPAddr, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	warnings, err := br.Start(ctx)
+	if err != nil {
+		if errors.Is(err, k8sbridge.ErrKueueMissing) {
+			return fmt.Errorf("connecting to the cluster: %w", err)
+		}
+		return fmt.Errorf("connecting to the cluster (%s): %w", clusterName(o.Cluster), err)
+	}
+	for _, w := range warnings {
+		log.Warn("configuration and cluster disagree", "problem", w)
+	}
+	set := cfg.Settings()
+	svc, err := commands.NewService(ctx, set, commands.Deps{
+		Cluster: br, Requests: db, IDs: db, Audit: tel.audit(db), Usage: db, Clock: wallClock{},
+	}, commands.WithLogger(log), commands.WithTracker(br))
+	if err != nil {
+		return err
+	}
+	con, err := console.New(o.Stdout, set.People, console.As(o.As), console.Interactive(o.Interactive), console.In(set.Location))
+	if err != nil {
+		return err
+	}
+	rt := bot.New(svc, con, bot.WithDeduper(db, 24*time.Hour, wallClock{}), bot.WithLogger(log))
+	log.Info("gpubot starting on a Kubernetes cluster", "config", cfg.Name(), "cluster", clusterName(o.Cluster), "dataDir", o.DataDir)
+	owned, err := br.Owned(ctx)
+	if err != nil {
+		return err
+	}
+	rt.DeliverNow(ctx, svc.Adopt(ctx, owned))
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		br.Run(ctx, func(ctx context.Context, evs []allocator.Event) {
+			rt.DeliverNow(ctx, svc.Observe(ctx, evs))
+		})
+	}()
+	rt.DeliverNow(ctx, svc.Observe(ctx, nil))
+	every := o.Cluster.SweepEvery
+	if every <= 0 {
+		every = 30 * time.Second
+	}
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				rt.DeliverNow(ctx, svc.Observe(ctx, nil))
+			}
+		}
+	}()
+	if err := con.Run(ctx, o.Stdin, &liveBackend{rt: rt}); err != nil {
+		return fmt.Errorf("reading the console: %w", err)
+	}
+	log.Info("gpubot stopped")
+	return nil
+}
+
+func clusterName(o ClusterOptions) string {
+	if o.InCluster {
+		return "in-cluster"
+	}
+	return o.Kubeconfig
+}
+
+// wallClock is real time, which drives everything with a real cluster.
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now() }
+
+// liveBackend connects the console to a real cluster, where time is not
+// the console's to move.
+type liveBackend struct{ rt *bot.Runtime }
+
+func (b *liveBackend) Process(ctx context.Context, in commands.Input) {
+	b.rt.Process(ctx, bot.Event{Input: in})
+}
+
+func (b *liveBackend) Now() time.Time { return time.Now() }
+
+func (b *liveBackend) Advance(context.Context, time.Duration) error {
+	return errors.New("time is real on a Kubernetes cluster; :advance works only on the simulated cluster")
+}

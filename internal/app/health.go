@@ -1,0 +1,159 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/gpubot/gpubot/commands"
+	"github.com/gpubot/gpubot/records"
+)
+
+// telemetry is gpubot's /healthz, /readyz and Prometheus /metrics. It is
+// the only importer of the Prometheus client.
+type telemetry struct {
+	reg       *prometheus.Registry
+	decisions *prometheus.CounterVec
+	api       *prometheus.HistogramVec
+	// Slack is for the Slack adapter's API calls (method → seconds).
+	slack *prometheus.HistogramVec
+
+	mu     sync.Mutex
+	checks []func() error
+}
+
+func newTelemetry(requests commands.RequestStore) *telemetry {
+	t := &telemetry{
+		reg: prometheus.NewRegistry(),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gpubot_decisions_total",
+			Help: "Decisions and actions written to the audit log, by action and outcome."}, []string{"action", "outcome"}),
+		api: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "gpubot_kubernetes_api_request_duration_seconds",
+			Help: "Latency of Kubernetes API calls, by method and status code.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 12)}, []string{"method", "code"}),
+		slack: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "gpubot_slack_api_request_duration_seconds",
+			Help: "Latency of Slack API calls, by method.", Buckets: prometheus.ExponentialBuckets(0.01, 2, 12)}, []string{"method"}),
+	}
+	t.reg.MustRegister(t.decisions, t.api, t.slack, &requestCollector{requests: requests},
+		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	return t
+}
+
+func (t *telemetry) observeAPI(method string, code int, d time.Duration) {
+	t.api.WithLabelValues(method, strconv.Itoa(code)).Observe(d.Seconds())
+}
+
+// ready adds a readiness check (cluster caches synced, Slack connected…).
+func (t *telemetry) ready(check func() error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.checks = append(t.checks, check)
+}
+
+func (t *telemetry) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		t.mu.Lock()
+		checks := slices.Clone(t.checks)
+		t.mu.Unlock()
+		var errs []error
+		for _, c := range checks {
+			if err := c(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if err := errors.Join(errs...); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(t.reg, promhttp.HandlerOpts{}))
+	return mux
+}
+
+// serve listens on addr; stop shuts the server down.
+func (t *telemetry) serve(addr string, log *slog.Logger) (stop func(), err error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listening for health and metrics on %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: t.handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("health and metrics server", "err", err)
+		}
+	}()
+	log.Info("serving /healthz, /readyz and /metrics", "addr", l.Addr().String())
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}, nil
+}
+
+// audit counts decisions on their way to the audit log.
+func (t *telemetry) audit(a commands.AuditLog) commands.AuditLog {
+	return countingAudit{a, t.decisions}
+}
+
+type countingAudit struct {
+	commands.AuditLog
+	c *prometheus.CounterVec
+}
+
+func (a countingAudit) AppendAudit(ctx context.Context, e records.AuditEntry) (uint64, error) {
+	a.c.WithLabelValues(e.Action, e.Outcome).Inc()
+	return a.AuditLog.AppendAudit(ctx, e)
+}
+
+// requestCollector reports requests by state and how far first start
+// estimates were from actual starts, read from the store at each scrape.
+type requestCollector struct{ requests commands.RequestStore }
+
+var (
+	descRequests = prometheus.NewDesc("gpubot_requests", "Requests by state.", []string{"state"}, nil)
+	descEstErr   = prometheus.NewDesc("gpubot_estimate_error_seconds",
+		"Absolute error of first start estimates (middle of the range) against actual admissions, over requests that started.", []string{"quantile"}, nil)
+)
+
+func (c *requestCollector) Describe(ch chan<- *prometheus.Desc) { ch <- descRequests; ch <- descEstErr }
+
+func (c *requestCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	all, err := c.requests.ListRequests(ctx, nil)
+	if err != nil {
+		return
+	}
+	by := map[records.State]int{}
+	var errs []float64
+	for _, r := range all {
+		by[r.State]++
+		if e := r.FirstEstimate; e != nil && e.Known && !r.AdmittedAt.IsZero() {
+			mid := e.Earliest.Add(e.Latest.Sub(e.Earliest) / 2)
+			d := r.AdmittedAt.Sub(mid)
+			errs = append(errs, max(d, -d).Seconds())
+		}
+	}
+	for _, s := range []records.State{records.StateAwaitingApproval, records.StateQueued, records.StateRunning, records.StateFinished,
+		records.StateCancelled, records.StateDenied, records.StateLost} {
+		ch <- prometheus.MustNewConstMetric(descRequests, prometheus.GaugeValue, float64(by[s]), string(s))
+	}
+	if len(errs) > 0 {
+		slices.Sort(errs)
+		for _, q := range []float64{0.5, 0.9, 1} {
+			i := min(len(errs)-1, int(q*float64(len(errs))))
+			ch <- prometheus.MustNewConstMetric(descEstErr, prometheus.GaugeValue, errs[i], strconv.FormatFloat(q, 'f', -1, 64))
+		}
+	}
+}

@@ -1,0 +1,97 @@
+package config
+
+import (
+	"maps"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Kubernetes is what gpubot needs to drive a real cluster: where each
+// team's work goes and what a request's Job looks like. It is used only
+// when gpubot is connected to a cluster (--kubeconfig, KUBECONFIG or in
+// a pod).
+type Kubernetes struct {
+	// Namespaces and LocalQueues map each team to its namespace and Kueue
+	// LocalQueue; both default to the team's name.
+	Namespaces  map[string]string
+	LocalQueues map[string]string
+	// JobTemplates maps template names to batch/v1 Job manifests (YAML);
+	// a template without one uses the bridge's default Job.
+	JobTemplates map[string][]byte
+	// GPUResource is the extended resource pods request ("" for
+	// nvidia.com/gpu). BlockLabel, RackLabel and HostLabel name the node
+	// labels of the topology levels for flavors without a Kueue Topology
+	// ("" for GKE's defaults).
+	GPUResource, BlockLabel, RackLabel, HostLabel string
+}
+
+// Kubernetes returns the kubernetes section and the teams' namespace and
+// localQueue keys, with maps that the caller may change.
+func (c *Config) Kubernetes() Kubernetes {
+	k := c.kube
+	k.Namespaces = maps.Clone(k.Namespaces)
+	k.LocalQueues = maps.Clone(k.LocalQueues)
+	k.JobTemplates = maps.Clone(k.JobTemplates)
+	return k
+}
+
+// kubernetes reads the top-level kubernetes section.
+func (p *parser) kubernetes(n *yaml.Node) {
+	if n == nil {
+		return
+	}
+	f := p.mapping(n, "kubernetes", "jobTemplates", "gpuResource", "blockLabel", "rackLabel", "hostLabel")
+	k := &p.cfg.kube
+	for key, out := range map[string]*string{"gpuResource": &k.GPUResource, "blockLabel": &k.BlockLabel, "rackLabel": &k.RackLabel, "hostLabel": &k.HostLabel} {
+		if v := f.get(key); v != nil {
+			*out, _ = p.str(v, field("kubernetes", key))
+		}
+	}
+	t := f.get("jobTemplates")
+	if t == nil {
+		return
+	}
+	g := p.anyMapping(t, "kubernetes.jobTemplates")
+	for _, name := range g.order {
+		path := field("kubernetes.jobTemplates", name)
+		if !p.templates.ref(p.decoder, word{name, g.keys[name], path}) {
+			continue
+		}
+		v := g.get(name)
+		if v == nil || v.Kind != yaml.MappingNode {
+			p.errorf(g.keys[name], path, "must be a batch/v1 Job manifest (a mapping with apiVersion, kind and spec)")
+			continue
+		}
+		data, err := yaml.Marshal(v)
+		if err != nil {
+			p.errorf(v, path, "cannot re-encode the Job manifest: %v", err)
+			continue
+		}
+		if k.JobTemplates == nil {
+			k.JobTemplates = map[string][]byte{}
+		}
+		k.JobTemplates[name] = data
+	}
+}
+
+// teamCluster reads a team's namespace and localQueue keys.
+func (p *parser) teamCluster(f *fields, path, team string) {
+	for key, out := range map[string]*map[string]string{"namespace": &p.cfg.kube.Namespaces, "localQueue": &p.cfg.kube.LocalQueues} {
+		v := f.get(key)
+		if v == nil {
+			continue
+		}
+		s, ok := p.str(v, field(path, key))
+		if !ok {
+			continue
+		}
+		if !label.MatchString(s) {
+			p.errorf(v, field(path, key), "%q is not a valid Kubernetes name: use %s", s, labelRule)
+			continue
+		}
+		if *out == nil {
+			*out = map[string]string{}
+		}
+		(*out)[team] = s
+	}
+}

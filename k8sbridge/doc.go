@@ -1,0 +1,52 @@
+// Package k8sbridge connects gpubot to a Kubernetes cluster that runs
+// Kueue (API kueue.x-k8s.io/v1beta2). It is the only package that imports
+// client-go and Kueue's clientset, and it implements the same port as the
+// simulated cluster (commands.Cluster), so the rest of gpubot does not
+// know which one it talks to.
+//
+// # Basics
+//
+// Informers watch ResourceFlavors, Topologies, ClusterQueues, Cohorts,
+// LocalQueues, WorkloadPriorityClasses, Workloads, Nodes, and the Jobs and
+// Pods that carry gpubot's request label. Snapshot turns their caches
+// into an allocator.Snapshot: flavors from ResourceFlavors (GPUs per node
+// from the matching nodes), nodes with their rack and block from the
+// flavor's Topology levels (or the configured labels), one queue per
+// ClusterQueue (named after the team whose LocalQueue points at it), and
+// one workload per Kueue Workload, admitted where Kueue admitted it.
+//
+// Apply acts on the cluster:
+//
+//   - submit creates a suspended batch/v1 Job from the request's template,
+//     named gpubot-<request id> in the team's namespace, labelled with the
+//     team's LocalQueue, the WorkloadPriorityClass, the max-execution-time
+//     and gpubot's request label; Kueue creates its Workload and admits it.
+//     Creating the same request again finds the Job and does nothing.
+//   - remove deletes the Job and its Workloads.
+//   - extend raises the Workload's maximumExecutionTimeSeconds.
+//   - preempt deactivates the victims' Workloads (spec.active=false), waits
+//     until Kueue has evicted them, and reactivates them so that they queue
+//     again; Kueue then admits the preemptor where the victims were.
+//
+// Kueue decides asynchronously. Submit waits a moment (Config.SubmitWait)
+// for Kueue's first decision and returns the admission if it came; every
+// other transition of the Workloads gpubot follows (admitted, evicted or
+// preempted, finished) is turned into allocator.Events and handed to the
+// sink given to Run, in order, one batch at a time. An event may be
+// reported twice (once by submit, once by Run); the service ignores
+// repeats.
+//
+// # Caveats
+//
+//   - Kueue admits by quota; the allocator also places pods on nodes. For a
+//     flavor with no matching nodes (a cluster that provisions nodes on
+//     demand, or a test API server with no nodes) the configured simulated
+//     nodes stand in, and admitted workloads whose pods' nodes are not
+//     known are placed on the flavor's nodes greedily (or on an overflow
+//     node when none has room) so that quota accounting stays exact.
+//   - Fair-sharing usage is not read from the cluster: the allocator's
+//     order among teams of equal priority is then arrival order.
+//   - A request whose Job disappears while queued is created again (that is
+//     also how a crash between persisting a request and creating its Job is
+//     repaired); a running one is marked lost by the service.
+package k8sbridge

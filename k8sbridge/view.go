@@ -1,0 +1,520 @@
+package k8sbridge
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	"github.com/gpubot/gpubot/allocator"
+)
+
+// phase is where a followed workload is, as far as gpubot's requests care.
+type phase int
+
+const (
+	phaseGone     phase = iota // no Job and no Workload
+	phasePending               // waiting for quota (or inactive)
+	phaseAdmitted              // admitted by Kueue
+	phaseFinished              // finished, or reached its maximum execution time
+)
+
+func (p phase) String() string {
+	return [...]string{"gone", "pending", "admitted", "finished"}[p]
+}
+
+type jobRef struct {
+	Namespace, Name string
+	job             *batchv1.Job
+}
+
+// owned is a workload gpubot follows: the Job labelled with its request
+// ID and the Workload Kueue made for it.
+type owned struct {
+	id    string
+	job   *batchv1.Job
+	wl    *kueue.Workload
+	w     allocator.Workload
+	phase phase
+	at    time.Time // when it entered phase (admitted or finished)
+	// preemptedBy is the Workload UID named by Kueue's Preempted condition.
+	preemptedBy string
+	inactive    bool
+}
+
+// view is the cluster as the caches show it, in allocator terms.
+type view struct {
+	cluster   allocator.Cluster
+	workloads []allocator.Workload
+	owned     map[string]*owned
+	byUID     map[string]string // Workload UID → allocator workload ID
+	warnings  []string
+	flavors   map[string]*flavorInfo
+	cqName    map[string]string // ClusterQueue name → queue name
+}
+
+// snapshot builds the allocator's snapshot. Workloads the model cannot
+// take as they are (a flavor the queue no longer has, a size that does not
+// split into equal pods) are taken without their pin or topology, or left
+// out, with a warning.
+func (v *view) snapshot(now time.Time) (*allocator.Snapshot, error) {
+	s, err := allocator.NewSnapshot(&v.cluster, now, nil, nil)
+	if err != nil {
+		return nil, fmt.Errorf("k8sbridge: modelling the cluster: %w", err)
+	}
+	for _, w := range v.workloads {
+		if _, err := s.Add(w); err == nil {
+			continue
+		}
+		w.Flavor, w.Topology = "", allocator.LevelNone
+		if _, err := s.Add(w); err != nil {
+			v.warnings = append(v.warnings, fmt.Sprintf("workload %s left out of the model: %v", w.ID, err))
+		}
+	}
+	return s, nil
+}
+
+// flavorInfo is one ResourceFlavor in allocator terms.
+type flavorInfo struct {
+	name                         string
+	nodeLabels                   map[string]string
+	blockLabel, rackLabel, hostL string
+	gpn                          int
+}
+
+// view reads the caches. The caller holds b.mu.
+func (b *Bridge) view() (*view, error) {
+	v := &view{owned: map[string]*owned{}, byUID: map[string]string{}}
+	v.cluster.Policy = b.cfg.Policy
+	flavors, err := b.readFlavors(v)
+	if err != nil {
+		return nil, err
+	}
+	cqName, err := b.readQueues(v, flavors)
+	if err != nil {
+		return nil, err
+	}
+	v.flavors, v.cqName = flavors, cqName
+	if err := b.readWorkloads(v, flavors, cqName); err != nil {
+		return nil, err
+	}
+	b.place(v)
+	return v, nil
+}
+
+func (b *Bridge) readFlavors(v *view) (map[string]*flavorInfo, error) {
+	rfs, err := b.flavors.List(labels.Everything())
+	if err != nil {
+		return nil, fmt.Errorf("k8sbridge: listing ResourceFlavors: %w", err)
+	}
+	slices.SortFunc(rfs, func(a, c *kueue.ResourceFlavor) int { return strings.Compare(a.Name, c.Name) })
+	nodes, err := b.nodes.List(labels.Everything())
+	if err != nil {
+		return nil, fmt.Errorf("k8sbridge: listing nodes: %w", err)
+	}
+	slices.SortFunc(nodes, func(a, c *corev1.Node) int { return strings.Compare(a.Name, c.Name) })
+	configured := map[string]int{}
+	for _, f := range b.cfg.Flavors {
+		configured[f.Name] = f.GPUsPerNode
+	}
+	out := map[string]*flavorInfo{}
+	for _, rf := range rfs {
+		fi := &flavorInfo{name: rf.Name, nodeLabels: rf.Spec.NodeLabels,
+			blockLabel: b.cfg.BlockLabel, rackLabel: b.cfg.RackLabel, hostL: b.cfg.HostLabel}
+		if rf.Spec.TopologyName != nil {
+			if t, err := b.topologies.Get(string(*rf.Spec.TopologyName)); err == nil {
+				lv := t.Spec.Levels
+				n := len(lv)
+				fi.hostL, fi.rackLabel, fi.blockLabel = "", "", ""
+				if n >= 1 {
+					fi.hostL = lv[n-1].NodeLabel
+				}
+				if n >= 2 {
+					fi.rackLabel = lv[n-2].NodeLabel
+				}
+				if n >= 3 {
+					fi.blockLabel = lv[n-3].NodeLabel
+				}
+			}
+		}
+		out[rf.Name] = fi
+	}
+	hasNodes := map[string]bool{}
+	for _, n := range nodes {
+		gpus := quantityInt(n.Status.Allocatable, b.cfg.GPUResource)
+		if gpus <= 0 || !nodeReady(n) {
+			continue
+		}
+		fi := matchFlavor(rfs, out, n)
+		if fi == nil {
+			continue
+		}
+		hasNodes[fi.name] = true
+		fi.gpn = max(fi.gpn, gpus)
+		v.cluster.Nodes = append(v.cluster.Nodes, allocator.Node{
+			Name: n.Name, Flavor: fi.name, GPUs: gpus,
+			Block: labelOr(n.Labels, fi.blockLabel), Rack: labelOr(n.Labels, fi.rackLabel),
+		})
+	}
+	for _, n := range b.cfg.FallbackNodes {
+		if fi, ok := out[n.Flavor]; ok && !hasNodes[n.Flavor] {
+			fi.gpn = max(fi.gpn, n.GPUs)
+			v.cluster.Nodes = append(v.cluster.Nodes, n)
+		}
+	}
+	for _, rf := range rfs {
+		fi := out[rf.Name]
+		if fi.gpn == 0 {
+			fi.gpn = configured[rf.Name]
+		}
+		if fi.gpn == 0 {
+			fi.gpn = 8
+		}
+		v.cluster.Flavors = append(v.cluster.Flavors, allocator.Flavor{Name: rf.Name, GPUsPerNode: fi.gpn})
+	}
+	return out, nil
+}
+
+// matchFlavor finds the first ResourceFlavor (by name) whose node labels
+// the node has; flavors without node labels match no node.
+func matchFlavor(rfs []*kueue.ResourceFlavor, fs map[string]*flavorInfo, n *corev1.Node) *flavorInfo {
+	for _, rf := range rfs {
+		if len(rf.Spec.NodeLabels) == 0 {
+			continue
+		}
+		ok := true
+		for k, val := range rf.Spec.NodeLabels {
+			if n.Labels[k] != val {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return fs[rf.Name]
+		}
+	}
+	return nil
+}
+
+func labelOr(l map[string]string, key string) string {
+	if key == "" {
+		return ""
+	}
+	return l[key]
+}
+
+// readQueues turns ClusterQueues with GPU quota into queues, named after
+// the team whose LocalQueue points at them. It returns the queue name of
+// each ClusterQueue.
+func (b *Bridge) readQueues(v *view, flavors map[string]*flavorInfo) (map[string]string, error) {
+	cqs, err := b.cqs.List(labels.Everything())
+	if err != nil {
+		return nil, fmt.Errorf("k8sbridge: listing ClusterQueues: %w", err)
+	}
+	slices.SortFunc(cqs, func(a, c *kueue.ClusterQueue) int { return strings.Compare(a.Name, c.Name) })
+	teamOf := map[string]string{}
+	for _, t := range b.cfg.Teams {
+		lq, err := b.lqs.LocalQueues(t.Namespace).Get(t.LocalQueue)
+		if err != nil {
+			continue
+		}
+		cq := string(lq.Spec.ClusterQueue)
+		if _, dup := teamOf[cq]; !dup {
+			teamOf[cq] = t.Name
+		}
+	}
+	names := map[string]string{}
+	gpu := corev1.ResourceName(b.cfg.GPUResource)
+	for _, cq := range cqs {
+		q := allocator.Queue{Name: cq.Name, Cohort: string(cq.Spec.CohortName), Quotas: map[string]allocator.Quota{},
+			Preemption: allocator.Preemption{WithinClusterQueue: allocator.PreemptNever, ReclaimWithinCohort: allocator.PreemptNever}}
+		if t, ok := teamOf[cq.Name]; ok {
+			q.Name = t
+		}
+		if p := cq.Spec.Preemption; p != nil {
+			if p.WithinClusterQueue != "" {
+				q.Preemption.WithinClusterQueue = string(p.WithinClusterQueue)
+			}
+			if p.ReclaimWithinCohort != "" {
+				q.Preemption.ReclaimWithinCohort = string(p.ReclaimWithinCohort)
+			}
+		}
+		if fs := cq.Spec.FairSharing; fs != nil && fs.Weight != nil {
+			q.Weight = fs.Weight.AsApproximateFloat64()
+		}
+		for _, rg := range cq.Spec.ResourceGroups {
+			if !slices.Contains(rg.CoveredResources, gpu) {
+				continue
+			}
+			for _, fq := range rg.Flavors {
+				if _, ok := flavors[string(fq.Name)]; !ok {
+					continue
+				}
+				for _, r := range fq.Resources {
+					if r.Name != gpu {
+						continue
+					}
+					quota := allocator.Quota{Nominal: int(r.NominalQuota.Value())}
+					if r.BorrowingLimit != nil && q.Cohort != "" {
+						l := int(r.BorrowingLimit.Value())
+						quota.BorrowingLimit = &l
+					}
+					if r.LendingLimit != nil && q.Cohort != "" {
+						l := int(r.LendingLimit.Value())
+						quota.LendingLimit = &l
+					}
+					q.Flavors = append(q.Flavors, string(fq.Name))
+					q.Quotas[string(fq.Name)] = quota
+				}
+			}
+		}
+		if len(q.Flavors) == 0 {
+			continue
+		}
+		if _, team := teamOf[cq.Name]; !team && slices.ContainsFunc(b.cfg.Teams, func(t Team) bool { return t.Name == cq.Name }) {
+			q.Name = "cq:" + cq.Name // a team's name, but not that team's ClusterQueue
+		}
+		names[cq.Name] = q.Name
+		v.cluster.Queues = append(v.cluster.Queues, q)
+	}
+	return names, nil
+}
+
+// readWorkloads collects Kueue Workloads (all of them: other people's work
+// uses quota too), the Jobs gpubot owns, and what gpubot just submitted.
+func (b *Bridge) readWorkloads(v *view, flavors map[string]*flavorInfo, cqName map[string]string) error {
+	jobs, err := b.jobs.List(labels.Everything())
+	if err != nil {
+		return fmt.Errorf("k8sbridge: listing Jobs: %w", err)
+	}
+	jobID := map[string]*batchv1.Job{} // namespace/name → Job
+	for _, j := range jobs {
+		id := j.Labels[LabelRequest]
+		if _, ours := b.cfg.teamOfNamespace(j.Namespace); id == "" || !ours {
+			continue // another gpubot's, in namespaces that are not this one's teams'
+		}
+		jobID[j.Namespace+"/"+j.Name] = j
+		v.owned[id] = &owned{id: id, job: j, phase: phasePending}
+	}
+	wls, err := b.wls.List(labels.Everything())
+	if err != nil {
+		return fmt.Errorf("k8sbridge: listing Workloads: %w", err)
+	}
+	slices.SortFunc(wls, func(a, c *kueue.Workload) int {
+		return cmp.Or(a.CreationTimestamp.Compare(c.CreationTimestamp.Time), strings.Compare(a.Namespace+"/"+a.Name, c.Namespace+"/"+c.Name))
+	})
+	for _, wl := range wls {
+		var o *owned
+		for _, ref := range wl.OwnerReferences {
+			if j, ok := jobID[wl.Namespace+"/"+ref.Name]; ok && ref.Kind == "Job" && ref.UID == j.UID {
+				o = v.owned[j.Labels[LabelRequest]]
+			}
+		}
+		id := "k8s/" + wl.Namespace + "/" + wl.Name
+		if o != nil {
+			if o.wl != nil && o.wl.CreationTimestamp.After(wl.CreationTimestamp.Time) {
+				continue
+			}
+			id = o.id
+		}
+		v.byUID[string(wl.UID)] = id
+		w, ph, at, ok := b.workload(wl, id, flavors, cqName)
+		if o != nil {
+			o.wl, o.phase, o.at = wl, ph, at
+			o.inactive = wl.Spec.Active != nil && !*wl.Spec.Active
+			if c := apimeta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadPreempted); c != nil && c.Status == metav1.ConditionTrue {
+				o.preemptedBy = preemptorUID(c.Message)
+			}
+			if ok {
+				applyAnnotations(&w, o.job)
+				if w.Admission != nil && len(w.Admission.Nodes) == 0 {
+					w.Admission.Nodes = b.podNodes(o.job)
+				}
+				o.w = w
+			}
+		}
+		if ok && ph != phaseFinished {
+			v.workloads = append(v.workloads, w)
+		}
+	}
+	for id, o := range v.owned {
+		if o.wl != nil {
+			continue
+		}
+		if jobFinished(o.job) {
+			o.phase = phaseFinished
+			o.at = o.job.CreationTimestamp.Time
+			if o.job.Status.CompletionTime != nil {
+				o.at = o.job.Status.CompletionTime.Time
+			}
+			continue
+		}
+		w, ok := b.jobWorkload(o.job, id, cqName)
+		if !ok {
+			continue
+		}
+		o.w = w
+		v.workloads = append(v.workloads, w)
+	}
+	for id, w := range b.recent {
+		if _, ok := v.owned[id]; ok {
+			delete(b.recent, id)
+			continue
+		}
+		v.owned[id] = &owned{id: id, w: w, phase: phasePending}
+		v.workloads = append(v.workloads, w)
+	}
+	// A workload whose change the sink has not been told about yet is kept
+	// as it was told, so that the service does not think it vanished.
+	for id, ph := range b.reported {
+		if ph != phasePending && ph != phaseAdmitted {
+			continue
+		}
+		o, ok := v.owned[id]
+		if ok && o.phase != phaseFinished {
+			continue
+		}
+		if w, ok := b.known[id]; ok && !slices.ContainsFunc(v.workloads, func(x allocator.Workload) bool { return x.ID == id }) {
+			v.workloads = append(v.workloads, w)
+		}
+	}
+	return nil
+}
+
+// workload converts a Kueue Workload. ok is false for workloads outside
+// the model (no GPUs, no known queue).
+func (b *Bridge) workload(wl *kueue.Workload, id string, flavors map[string]*flavorInfo, cqName map[string]string) (w allocator.Workload, ph phase, at time.Time, ok bool) {
+	gpu := corev1.ResourceName(b.cfg.GPUResource)
+	ph = phasePending
+	if c := apimeta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadFinished); c != nil && c.Status == metav1.ConditionTrue {
+		ph, at = phaseFinished, c.LastTransitionTime.Time
+	} else if c := maxExecTimeExceeded(wl); c != nil {
+		ph, at = phaseFinished, c.LastTransitionTime.Time
+	} else if c := apimeta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadAdmitted); c != nil && c.Status == metav1.ConditionTrue {
+		ph, at = phaseAdmitted, c.LastTransitionTime.Time
+	}
+	cq := ""
+	reserved := apimeta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadQuotaReserved) && wl.Status.Admission != nil
+	if reserved {
+		cq = string(wl.Status.Admission.ClusterQueue)
+	} else if lq, err := b.lqs.LocalQueues(wl.Namespace).Get(string(wl.Spec.QueueName)); err == nil {
+		cq = string(lq.Spec.ClusterQueue)
+	}
+	queue, known := cqName[cq]
+	if !known {
+		return w, ph, at, false
+	}
+	gpus, level := 0, allocator.LevelNone
+	for _, ps := range wl.Spec.PodSets {
+		per := podGPUs(&ps.Template.Spec, gpu)
+		gpus += per * int(ps.Count)
+		if tr := ps.TopologyRequest; tr != nil && tr.Required != nil {
+			level = max(level, levelOf(*tr.Required, flavors, b.cfg))
+		}
+	}
+	if gpus == 0 {
+		return w, ph, at, false
+	}
+	w = allocator.Workload{ID: id, Queue: queue, GPUs: gpus, Topology: level, Created: wl.CreationTimestamp.Time}
+	if wl.Spec.Priority != nil {
+		w.Priority = *wl.Spec.Priority
+	}
+	if s := wl.Spec.MaximumExecutionTimeSeconds; s != nil {
+		w.Duration = time.Duration(*s) * time.Second
+	}
+	if (reserved || ph == phaseFinished) && wl.Status.Admission != nil {
+		a := &allocator.Admission{}
+		if c := apimeta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadQuotaReserved); c != nil {
+			a.At = c.LastTransitionTime.Time
+		}
+		for _, psa := range wl.Status.Admission.PodSetAssignments {
+			if f, ok := psa.Flavors[gpu]; ok && a.Flavor == "" {
+				a.Flavor = string(f)
+			}
+			if ta := psa.TopologyAssignment; ta != nil {
+				a.Nodes = append(a.Nodes, tasNodes(ta, flavors[a.Flavor])...)
+			}
+		}
+		if _, ok := flavors[a.Flavor]; ok {
+			w.Admission = a
+		}
+	}
+	return w, ph, at, true
+}
+
+// jobWorkload models a gpubot Job that Kueue has no Workload for yet.
+func (b *Bridge) jobWorkload(j *batchv1.Job, id string, cqName map[string]string) (allocator.Workload, bool) {
+	team, ok := b.cfg.teamOfNamespace(j.Namespace)
+	if !ok {
+		return allocator.Workload{}, false
+	}
+	lq, err := b.lqs.LocalQueues(j.Namespace).Get(j.Labels[LabelQueueName])
+	if err != nil {
+		return allocator.Workload{}, false
+	}
+	queue, ok := cqName[string(lq.Spec.ClusterQueue)]
+	if !ok {
+		queue = team.Name
+	}
+	w := allocator.Workload{ID: id, Queue: queue, Created: j.CreationTimestamp.Time}
+	if p, err := b.wpcs.Get(j.Labels[LabelPriorityClass]); err == nil {
+		w.Priority = p.Value
+	}
+	if s, err := strconv.Atoi(j.Labels[LabelMaxExecTime]); err == nil {
+		w.Duration = time.Duration(s) * time.Second
+	}
+	pods := int(ptrOr(j.Spec.Parallelism, 1))
+	w.GPUs = pods * podGPUs(&j.Spec.Template.Spec, corev1.ResourceName(b.cfg.GPUResource))
+	applyAnnotations(&w, j)
+	return w, w.GPUs > 0
+}
+
+// applyAnnotations takes what gpubot asked for from its Job's annotations:
+// the pinned flavor, the topology level and the request's creation time.
+func applyAnnotations(w *allocator.Workload, j *batchv1.Job) {
+	if j == nil {
+		return
+	}
+	a := j.Annotations
+	w.Flavor = a[AnnotationFlavor]
+	if l, err := allocator.ParseLevel(a[AnnotationTopology]); err == nil && l != allocator.LevelNone {
+		w.Topology = l
+	}
+}
+
+// podNodes lists the nodes of a gpubot Job's live pods, one per pod.
+func (b *Bridge) podNodes(j *batchv1.Job) []string {
+	pods, err := b.pods.Pods(j.Namespace).List(labels.SelectorFromSet(labels.Set{LabelRequest: j.Labels[LabelRequest]}))
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, p := range pods {
+		if p.Spec.NodeName != "" && p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+			out = append(out, p.Spec.NodeName)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// maxExecTimeExceeded returns the condition saying that Kueue ended the
+// workload at its maximum execution time (the requested duration), or nil.
+func maxExecTimeExceeded(wl *kueue.Workload) *metav1.Condition {
+	for _, typ := range []string{kueue.WorkloadDeactivationTarget, kueue.WorkloadEvicted} {
+		if c := apimeta.FindStatusCondition(wl.Status.Conditions, typ); c != nil && c.Status == metav1.ConditionTrue &&
+			strings.Contains(c.Reason, kueue.WorkloadMaximumExecutionTimeExceeded) {
+			return c
+		}
+	}
+	return nil
+}
