@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -166,6 +167,11 @@ func (s *Service) extend(c *call, r records.Request, d time.Duration) {
 	}
 	if r.State == records.StateQueued || r.State == records.StateRunning {
 		events, err := s.apply(c, Op{Kind: OpExtend, ID: r.ID, Duration: total})
+		if refusal := (*Refusal)(nil); errors.As(err, &refusal) {
+			s.audit(c, c.who.Name, "extend", r.ID, "refused", refusal.Reason)
+			c.private(plain(fmt.Sprintf("%s cannot be extended: %s. Nothing was changed.", r.ID, refusal.Reason)))
+			return
+		}
 		if err != nil {
 			s.audit(c, c.who.Name, "extend", r.ID, "error", err.Error())
 			s.failed(c, "extending "+r.ID, err)

@@ -46,6 +46,15 @@ type Op struct {
 	Victims  []string
 }
 
+// Refusal is returned by a Cluster when an operation is not possible
+// there (as opposed to failing): the user is told Reason and that
+// nothing changed, and is not asked to try again.
+type Refusal struct {
+	Reason string
+}
+
+func (e *Refusal) Error() string { return e.Reason }
+
 // RequestStore keeps requests.
 type RequestStore interface {
 	GetRequest(ctx context.Context, id string) (records.Request, error)

@@ -462,6 +462,25 @@ func TestExtendTypedKeepsMinutes(t *testing.T) {
 	}
 }
 
+// TestExtendRefusedByTheCluster: when the cluster cannot extend (Kueue
+// fixes an admitted workload's time limit), the user is told why, is not
+// asked to try again, and the request keeps its duration.
+func TestExtendRefusedByTheCluster(t *testing.T) {
+	e := newEnv(t, parse(t, small))
+	e.do("alice", "request 8xh100 for 2h")
+	e.cluster.failApply = &commands.Refusal{Reason: "Kueue fixes the limit at admission"}
+	outs := e.do("alice", "extend r1 1h")
+	e.cluster.failApply = nil
+	check(t, outs, want{"sender", "r1 cannot be extended: Kueue fixes the limit at admission. Nothing was changed."})
+	checkNot(t, outs, want{"sender", "try again"}, want{"thread:r1", "Extended"})
+	if got, want := e.req("r1").Duration, 2*time.Hour; got != want {
+		t.Errorf("r1 asks for %s after a refused extend, want %s", got, want)
+	}
+	if a := e.lastAudit(); a.Action != "extend" || a.Outcome != "refused" {
+		t.Errorf("last audit entry = %+v, want a refused extend", a)
+	}
+}
+
 // TestStaleActions: an action that no longer applies is answered, changes
 // nothing, and is audited as refused.
 func TestStaleActions(t *testing.T) {

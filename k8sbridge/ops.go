@@ -17,6 +17,7 @@ import (
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/gpubot/gpubot/allocator"
+	"github.com/gpubot/gpubot/commands"
 	"github.com/gpubot/gpubot/records"
 )
 
@@ -225,7 +226,8 @@ func (b *Bridge) remove(ctx context.Context, id string) error {
 
 // ErrExtendAdmitted is returned when extending an admitted workload: Kueue
 // fixes maximumExecutionTimeSeconds at admission.
-var ErrExtendAdmitted = errors.New("Kueue does not let the maximum execution time of an admitted workload change; it still ends at its first limit")
+// It is a commands.Refusal, so the user is told why, not asked to retry.
+var ErrExtendAdmitted error = &commands.Refusal{Reason: "it is already running, and Kueue fixes a workload's maximum execution time when it is admitted, so it still ends at its first limit"}
 
 // extend sets the request's maximum execution time to total: on the
 // Workload first (while it is not admitted), then on the Job, so that

@@ -1,6 +1,7 @@
 package k8sbridge_test
 
 import (
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -36,6 +37,11 @@ func TestRBACIsSufficientAndNotClusterAdmin(t *testing.T) {
 	s.submit(s.workload("r2", "nlp", 8, 200))
 	s.waitPending("r2")
 	s.apply(commands.Op{Kind: commands.OpExtend, ID: "r2", Duration: 3 * time.Hour})
+	// An admitted workload's limit is fixed: a refusal the user is shown.
+	var refusal *commands.Refusal
+	if _, err := b.Apply(s.ctx, commands.Op{Kind: commands.OpExtend, ID: "r1", Duration: 3 * time.Hour}); !errors.As(err, &refusal) {
+		t.Errorf("extending admitted r1: err = %v, want a *commands.Refusal", err)
+	}
 	s.apply(commands.Op{Kind: commands.OpPreempt, ID: "r2", Victims: []string{"r1"}})
 	s.waitEvent(allocator.EventPreempted, "r1")
 	s.waitEvent(allocator.EventAdmitted, "r2")
