@@ -115,7 +115,7 @@ func TestWhatIfCapacity(t *testing.T) {
 			user: "carol", cmd: "whatif -8xa100",
 			says: []string{
 				"What if removing 8 a100 GPUs: mean wait of the 1 waiting requests 30m → 30m; 0 start earlier, 0 later.",
-				"Simulated removing 1 a100 nodes (the last by name); 0 running workloads on them requeued.",
+				"Simulated removing 1 a100 node (the last by name); 0 running workloads on them requeued.",
 			},
 			audit: "carol whatif -8 a100 ok",
 		},

@@ -193,7 +193,7 @@ func withCapacity(snap *allocator.Snapshot, fl allocator.Flavor, gpus int) (*all
 		}
 	}
 	sn, err := allocator.NewSnapshot(&cl, snap.Now(), ws, snap.Usage())
-	return sn, fmt.Sprintf("Simulated removing %d %s nodes (the last by name); %d running workloads on them requeued.", len(removed), fl.Name, requeued), err
+	return sn, fmt.Sprintf("Simulated removing %s (the last by name); %s on them requeued.", counted(len(removed), fl.Name+" node"), counted(requeued, "running workload")), err
 }
 
 // mid is the middle of an estimate as a wait from now; unknown counts as
@@ -218,4 +218,12 @@ func compareIDs(a, b string) int {
 		return len(a) - len(b)
 	}
 	return strings.Compare(a, b)
+}
+
+// counted says "1 node", "2 nodes".
+func counted(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
