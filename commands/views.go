@@ -41,7 +41,7 @@ func (s *Service) status(c *call, id string) {
 	for _, r := range mine {
 		rows = append(rows, []string{r.ID, size(r, s.candidateFlavors(r)), fmtDuration(r.Duration), r.Team, r.Priority, string(r.State), s.statusWhen(r)})
 	}
-	c.private(plain(fmt.Sprintf("%s, you have %d request(s) open or ended in the last 24h.", c.who.Name, len(mine)),
+	c.private(plain(fmt.Sprintf("%s, you have %s open or ended in the last 24h.", c.who.Name, counted(len(mine), "request")),
 		table([]string{"ID", "Size", "For", "Team", "Priority", "State", "When"}, rows),
 		contextBlock("/gpu status <id> shows one request with its buttons.")))
 }
@@ -116,7 +116,7 @@ func (s *Service) queueView(c *call, team, flavor string) {
 		blocks = append(blocks, section(fmt.Sprintf("%s (%s, %s) awaits approval by %s; it holds no quota.", r.ID, r.Requester, size(r, s.candidateFlavors(r)), orList(s.approvers(r.Team)))))
 	}
 	blocks = append(blocks, contextBlock(fmt.Sprintf("Admission order: %s.", policyWords(snap.Cluster().Policy))))
-	c.private(plain(fmt.Sprintf("%d request(s) waiting in %s, in admission order.", n, scope), blocks...))
+	c.private(plain(fmt.Sprintf("%s waiting in %s, in admission order.", counted(n, "request"), scope), blocks...))
 }
 
 // boundSummary says what the queue is bound by.

@@ -231,7 +231,7 @@ func TestViews(t *testing.T) {
 	}{
 		"my requests": {
 			user: "U0ALICE", cmd: "status",
-			says: []string{"alice, you have 2 request(s) open or ended in the last 24h.", "r2 | 8× h100 | 1h | nlp | normal | queued | starts in 1h–2h (09:00–10:00), next in line", "r3 | 16× h100 | 1h | nlp | normal | awaiting-approval | asked 08:00"},
+			says: []string{"alice, you have 2 requests open or ended in the last 24h.", "r2 | 8× h100 | 1h | nlp | normal | queued | starts in 1h–2h (09:00–10:00), next in line", "r3 | 16× h100 | 1h | nlp | normal | awaiting-approval | asked 08:00"},
 			not:  []string{"r1 |", "r4 |"},
 		},
 		"one request, anyone's": {
@@ -249,7 +249,7 @@ func TestViews(t *testing.T) {
 		"the queue": {
 			user: "dave", cmd: "queue",
 			says: []string{
-				"1 request(s) waiting in the cluster, in admission order.",
+				"1 request waiting in the cluster, in admission order.",
 				"1 | r2 | alice | nlp | 8× h100 | normal | quota | in 1h–2h (09:00–10:00)",
 				"Waiting for: 1 quota. The queue is quota-bound.",
 				"r3 (alice, 16× h100) awaits approval by bob (lead of nlp) or carol (admin); it holds no quota.",
