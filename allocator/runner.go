@@ -24,19 +24,7 @@ type Runner struct {
 // workload, as for Advance: called once per admission; nil means
 // Admission.At + Duration, and Duration 0 never ends.
 func NewRunner(s *Snapshot, end func(Workload) time.Time) *Runner {
-	r := &Runner{s: s}
-	r.endOf = func(slot int32) (time.Time, bool) {
-		x := &s.ws[slot]
-		if end == nil {
-			if x.w.Duration <= 0 {
-				return time.Time{}, false
-			}
-			return x.w.Admission.At.Add(x.w.Duration), true
-		}
-		t := end(copyWorkload(x.w))
-		return t, !t.IsZero()
-	}
-	return r
+	return &Runner{s: s, endOf: s.endFunc(end)}
 }
 
 // Snapshot returns the snapshot the runner drives.

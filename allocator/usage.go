@@ -184,17 +184,7 @@ func (s *Snapshot) Advance(to time.Time, end func(Workload) time.Time) []Event {
 	if to.Before(s.now) {
 		return nil
 	}
-	endOf := func(slot int32) (time.Time, bool) {
-		x := &s.ws[slot]
-		if end == nil {
-			if x.w.Duration <= 0 {
-				return time.Time{}, false
-			}
-			return x.w.Admission.At.Add(x.w.Duration), true
-		}
-		t := end(copyWorkload(x.w))
-		return t, !t.IsZero()
-	}
+	endOf := s.endFunc(end)
 	var out []Event
 	emit := func(k EventKind, slot, by int32) {
 		e := s.event(k, slot, by)
@@ -211,4 +201,21 @@ func maxTime(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// endFunc returns when the workload in a slot ends: by end (a zero time
+// for never), or when end is nil at Admission.At + Duration, where
+// Duration 0 never ends.
+func (s *Snapshot) endFunc(end func(Workload) time.Time) func(slot int32) (time.Time, bool) {
+	return func(slot int32) (time.Time, bool) {
+		x := &s.ws[slot]
+		if end == nil {
+			if x.w.Duration <= 0 {
+				return time.Time{}, false
+			}
+			return x.w.Admission.At.Add(x.w.Duration), true
+		}
+		t := end(copyWorkload(x.w))
+		return t, !t.IsZero()
+	}
 }
