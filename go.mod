@@ -4,7 +4,9 @@ go 1.26.0
 
 require (
 	github.com/google/go-cmp v0.7.0
+	github.com/gorilla/websocket v1.5.4-0.20250319132907-e064f32e3674
 	github.com/prometheus/client_golang v1.23.2
+	github.com/slack-go/slack v0.35.0
 	go.etcd.io/bbolt v1.5.0
 	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/term v0.48.0

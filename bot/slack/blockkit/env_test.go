@@ -1,0 +1,125 @@
+package blockkit_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gpubot/gpubot/commands"
+	"github.com/gpubot/gpubot/internal/config"
+	"github.com/gpubot/gpubot/simcluster"
+	"github.com/gpubot/gpubot/store"
+)
+
+// t0 is when every scenario starts: Tuesday 09:00 in the bundled
+// example's Europe/Berlin.
+var t0 = time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = t
+}
+
+// env is the real service on the bundled example configuration, seeded,
+// over a bbolt store in a temporary directory and the simulated cluster.
+type env struct {
+	t     *testing.T
+	ctx   context.Context
+	sim   *simcluster.Cluster
+	clock *clock
+	svc   *commands.Service
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	cfg, err := config.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	db, err := store.Open(filepath.Join(t.TempDir(), "gpubot.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	e := &env{t: t, ctx: ctx, clock: &clock{t: t0}}
+	e.sim, _, err = simcluster.New(ctx, cfg.Cluster(), db, e.clock, func(err error) bool { return errors.Is(err, store.ErrNotFound) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.svc, err = commands.NewService(ctx, cfg.Settings(), commands.Deps{
+		Cluster: e.sim, Requests: db, IDs: db, Audit: db, Usage: db, Clock: e.clock,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.svc.Seed(ctx, cfg.Seeds()); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// do handles a typed command.
+func (e *env) do(user, text string) []commands.Output {
+	return e.svc.Handle(e.ctx, commands.Input{User: user, Text: text})
+}
+
+// press handles a button press.
+func (e *env) press(user string, verb commands.Verb, id, arg string) []commands.Output {
+	return e.svc.Handle(e.ctx, commands.Input{User: user, Action: &commands.Action{Name: verb, Request: id, Arg: arg}})
+}
+
+// advance moves time by d, stopping at every cluster event and service
+// wake-up on the way, as the console does.
+func (e *env) advance(d time.Duration) []commands.Output {
+	target := e.clock.Now().Add(d)
+	var outs []commands.Output
+	for {
+		now := e.clock.Now()
+		next := target
+		if t := e.sim.NextEvent(); t.After(now) && t.Before(next) {
+			next = t
+		}
+		if t := e.svc.NextWakeup(e.ctx, now); t.After(now) && t.Before(next) {
+			next = t
+		}
+		e.clock.set(next)
+		evs, err := e.sim.Advance(e.ctx)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		outs = append(outs, e.svc.Observe(e.ctx, evs)...)
+		if !next.Before(target) {
+			return outs
+		}
+	}
+}
+
+// find returns the first output to kind (and request, if given) whose
+// text contains phrase.
+func find(t *testing.T, outs []commands.Output, kind commands.DestKind, request, phrase string) commands.Reply {
+	t.Helper()
+	for _, o := range outs {
+		if o.To.Kind == kind && (request == "" || o.To.Request == request) && strings.Contains(text(o.Reply), phrase) {
+			return o.Reply
+		}
+	}
+	t.Fatalf("no output to %s %s says %q; outputs:\n%s", kind, request, phrase, show(outs))
+	return commands.Reply{}
+}
