@@ -217,6 +217,12 @@ type Event struct {
 	Admission *Admission
 	// By names the workload whose admission caused a preemption.
 	By string
+	// Pods is the workload's pod count, for EventPodsReady and
+	// EventPodsNotReady (0 when unknown).
+	Pods int
+	// Detail says briefly what is wrong, for EventPodsNotReady: for
+	// example "2 of 4 pods ready; pod x: ImagePullBackOff".
+	Detail string
 }
 
 // EventKind enumerates Event kinds.
@@ -227,4 +233,11 @@ const (
 	EventAdmitted  EventKind = "admitted"
 	EventPreempted EventKind = "preempted" // evicted and requeued
 	EventFinished  EventKind = "finished"  // ran its duration (or was released)
+
+	// The pods of an admitted workload all became ready (running), or
+	// stopped being so, or were still not ready some time after admission.
+	// Only a real cluster reports them; the allocator and the simulated
+	// cluster never do, and nothing in the allocator depends on them.
+	EventPodsReady    EventKind = "pods-ready"
+	EventPodsNotReady EventKind = "pods-not-ready"
 )

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -48,6 +49,9 @@ func (s *Service) observe(c *call, events []allocator.Event, skip string) {
 		}
 		var msg string
 		switch ev.Kind {
+		case allocator.EventPodsReady, allocator.EventPodsNotReady:
+			s.observePods(c, r, ev, skip)
+			continue
 		case allocator.EventAdmitted:
 			if r.State != records.StateQueued {
 				continue
@@ -116,6 +120,42 @@ func (s *Service) observe(c *call, events []allocator.Event, skip string) {
 			continue
 		}
 		c.emit(thread(r.ID, plain(msg)), s.updateCard(c, r))
+	}
+}
+
+// observePods reports on a running request's pods: all running (in the
+// thread), or not (in the thread and to the requester, who has GPUs
+// reserved that do no work). The cluster reports each change once; the
+// request's record does not change.
+func (s *Service) observePods(c *call, r records.Request, ev allocator.Event, skip string) {
+	if r.State != records.StateRunning || ev.At.Before(r.AdmittedAt) {
+		return // about an earlier admission, or one the service missed
+	}
+	var msg string
+	if ev.Kind == allocator.EventPodsReady {
+		switch ev.Pods {
+		case 0:
+			msg = "Its pods are running."
+		case 1:
+			msg = "Its pod is running."
+		default:
+			msg = fmt.Sprintf("All %d pods are running.", ev.Pods)
+		}
+	} else {
+		what := "Not all pods are running"
+		if ev.Pods == 1 {
+			what = "Its pod is not running"
+		}
+		if ev.Detail != "" {
+			what += ": " + ev.Detail
+		}
+		msg = what + "."
+		c.emit(s.dm(r.Requester, plain(fmt.Sprintf("Your request %s holds %d GPUs, but its pods are not all running: %s. Check its Job, or free the GPUs with /gpu release %s.",
+			r.ID, r.GPUs, cmp.Or(ev.Detail, "no details"), r.ID))))
+	}
+	s.audit(c, "gpubot", string(ev.Kind), r.ID, "ok", msg)
+	if r.ID != skip {
+		c.emit(thread(r.ID, plain(msg)))
 	}
 }
 

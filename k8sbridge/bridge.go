@@ -87,6 +87,9 @@ type Bridge struct {
 	// known the workload as it then was (see Snapshot).
 	reported map[string]phase
 	known    map[string]allocator.Workload
+	// podsTold is what the sink was last told about the pods of each
+	// admitted workload.
+	podsTold map[string]podsMark
 	// evictedFor names the preemptor of each workload gpubot deactivated.
 	evictedFor map[string]string
 	ready      bool
@@ -113,6 +116,7 @@ func New(cfg Config, kube kubernetes.Interface, kueue kueueclient.Interface, opt
 		recent:     map[string]allocator.Workload{},
 		reported:   map[string]phase{},
 		known:      map[string]allocator.Workload{},
+		podsTold:   map[string]podsMark{},
 		evictedFor: map[string]string{},
 	}
 	for _, o := range opts {
@@ -240,7 +244,9 @@ func (b *Bridge) Ready() bool {
 
 // Run delivers the events of the workloads gpubot follows to sink until
 // ctx ends. The first batch reports the state found at start: admitted
-// workloads as admissions, finished ones as an admission and an end.
+// workloads as admissions, finished ones as an admission and an end, and
+// the readiness of admitted workloads' pods unless an earlier run
+// reported it already (see AnnotationPods).
 func (b *Bridge) Run(ctx context.Context, sink Sink) {
 	b.mu.Lock()
 	if b.started {
@@ -250,6 +256,12 @@ func (b *Bridge) Run(ctx context.Context, sink Sink) {
 	b.started = true
 	b.mu.Unlock()
 	b.poke()
+	var timer clock.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	for {
 		select {
 		case <-ctx.Done():
@@ -261,6 +273,8 @@ func (b *Bridge) Run(ctx context.Context, sink Sink) {
 			sink(ctx, events)
 		}
 		b.commit(next)
+		b.writeMarks(ctx, next.writes)
+		timer = b.wakeAt(timer, next.wake)
 	}
 }
 

@@ -104,9 +104,9 @@ func fakeConfig() k8sbridge.Config {
 	}
 }
 
-func startFake(t *testing.T, f fakeCluster) (*k8sbridge.Bridge, *events) {
+func startFake(t *testing.T, f fakeCluster, opts ...k8sbridge.Option) (*k8sbridge.Bridge, *events) {
 	t.Helper()
-	b, err := k8sbridge.New(fakeConfig(), f.kube, f.kueue)
+	b, err := k8sbridge.New(fakeConfig(), f.kube, f.kueue, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,12 @@ const (
 	AnnotationCreated   = "gpubot.io/created"
 	AnnotationOrigin    = "gpubot.io/origin"
 	AnnotationReason    = "gpubot.io/reason"
+
+	// AnnotationPods records on a Job what gpubot last reported about the
+	// pods of its current admission ("ready <admission time>" or
+	// "not-ready <admission time>"), so that a restarted gpubot does not
+	// report it again.
+	AnnotationPods = "gpubot.io/pods"
 )
 
 // Kueue's labels and annotations that gpubot sets.
@@ -68,6 +74,10 @@ type Config struct {
 	// SubmitWait bounds how long submit waits for Kueue's first decision
 	// on a new workload. Default 3 s.
 	SubmitWait time.Duration
+	// PodsReadyTimeout is how long after admission a workload's pods may
+	// take to become ready before the bridge reports them not ready
+	// (image pulls failing, pods unschedulable). Default 10 min.
+	PodsReadyTimeout time.Duration
 }
 
 // Team is one team's place in the cluster.
@@ -107,6 +117,9 @@ func (c *Config) defaults() error {
 	}
 	if c.SubmitWait <= 0 {
 		c.SubmitWait = 3 * time.Second
+	}
+	if c.PodsReadyTimeout <= 0 {
+		c.PodsReadyTimeout = 10 * time.Minute
 	}
 	if c.PreemptTimeout <= 0 {
 		c.PreemptTimeout = 30 * time.Second

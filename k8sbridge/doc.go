@@ -36,6 +36,18 @@
 // reported twice (once by submit, once by Run); the service ignores
 // repeats.
 //
+// The pods of an admitted workload are followed too: EventPodsReady when
+// all of them are ready (or have succeeded), EventPodsNotReady (with a
+// short reason taken from a pod's status) when one that was ready stops
+// being so, or when they are still not all ready Config.PodsReadyTimeout
+// after admission. Kueue's PodsReady condition decides when the Workload
+// has it (Kueue sets it only with waitForPodsReady, off by default);
+// otherwise the bridge counts the Job's pods, or, for a tracked Job whose
+// pods do not carry gpubot's label, the Job's ready and succeeded counts.
+// Each change is reported once per admission: what was reported is kept
+// in memory and recorded on the Job (AnnotationPods), so that informer
+// resyncs and a restarted bridge do not repeat it.
+//
 // # Caveats
 //
 //   - Kueue admits by quota; the allocator also places pods on nodes. For a

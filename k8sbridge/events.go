@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"slices"
 	"strings"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -11,11 +12,16 @@ import (
 	"github.com/gpubot/gpubot/allocator"
 )
 
-// told is what the sink has been told: each request's phase and its
-// workload as it then was.
+// told is what the sink has been told: each request's phase, its
+// workload as it then was and the readiness of its pods; and what is left
+// to do once it has been told: marks to record on Jobs, and when to look
+// again if nothing happens before.
 type told struct {
 	phases map[string]phase
 	known  map[string]allocator.Workload
+	pods   map[string]podsMark
+	writes []markWrite
+	wake   time.Time
 }
 
 // diff compares the caches with what the sink was told and returns the
@@ -24,11 +30,11 @@ type told struct {
 func (b *Bridge) diff() ([]allocator.Event, told) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	next := told{phases: map[string]phase{}, known: map[string]allocator.Workload{}}
+	next := told{phases: map[string]phase{}, known: map[string]allocator.Workload{}, pods: map[string]podsMark{}}
 	v, err := b.view()
 	if err != nil {
 		b.log.Error("reading the cluster for events", "err", err)
-		return nil, told{phases: b.reported, known: b.known}
+		return nil, told{phases: b.reported, known: b.known, pods: b.podsTold}
 	}
 	placed := map[string]allocator.Workload{}
 	for _, w := range v.workloads {
@@ -82,6 +88,17 @@ func (b *Bridge) diff() ([]allocator.Event, told) {
 			}
 			events = append(events, allocator.Event{Kind: allocator.EventFinished, ID: id, At: o.at})
 		}
+		if cur == phaseAdmitted {
+			ev, m, wake := b.podsEvent(o, now)
+			next.pods[id] = m
+			if ev != nil {
+				events = append(events, *ev)
+				next.writes = append(next.writes, markWrite{namespace: o.job.Namespace, job: o.job.Name, value: m.annotation()})
+			}
+			if !wake.IsZero() && (next.wake.IsZero() || wake.Before(next.wake)) {
+				next.wake = wake
+			}
+		}
 	}
 	slices.SortStableFunc(events, func(x, y allocator.Event) int {
 		return cmp.Or(x.At.Compare(y.At), cmp.Compare(kindOrder(x.Kind), kindOrder(y.Kind)), strings.Compare(x.ID, y.ID))
@@ -93,22 +110,24 @@ func (b *Bridge) diff() ([]allocator.Event, told) {
 }
 
 // kindOrder keeps one workload's events at the same instant in the order
-// they happened: evicted, admitted (again), finished.
+// they happened: evicted, admitted (again), pods ready or not, finished.
 func kindOrder(k allocator.EventKind) int {
 	switch k {
 	case allocator.EventPreempted:
 		return 0
 	case allocator.EventAdmitted:
 		return 1
+	case allocator.EventPodsReady, allocator.EventPodsNotReady:
+		return 2
 	}
-	return 2
+	return 3
 }
 
 // commit records what the sink has now been told.
 func (b *Bridge) commit(t told) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.reported, b.known = t.phases, t.known
+	b.reported, b.known, b.podsTold = t.phases, t.known, t.pods
 }
 
 func cloneAdmission(a *allocator.Admission) *allocator.Admission {
