@@ -57,7 +57,11 @@ type Clock interface {
 type Event struct {
 	// Key identifies the delivery for deduplication (Slack: the envelope
 	// or action ID). Empty: no deduplication.
-	Key   string
+	Key string
+	// Order, if set, makes events with the same Order run one at a time,
+	// in the order submitted (Slack: the user, so that one person's
+	// commands are answered in the order typed). Empty: no ordering.
+	Order string
 	Input commands.Input
 }
 
@@ -89,6 +93,12 @@ type Runtime struct {
 	out  chan commands.Output
 	wg   sync.WaitGroup
 	once sync.Once
+
+	mu sync.Mutex
+	// ordered holds, per Order key with an event at a worker, the events
+	// of that key waiting for it.
+	ordered map[string][]Event
+	waiting int // events in ordered
 }
 
 // Option configures a Runtime.
@@ -147,8 +157,10 @@ func (r *Runtime) Start(ctx context.Context) {
 					case <-ctx.Done():
 						return
 					case ev := <-r.work:
-						for _, o := range r.handle(ctx, ev) {
-							r.enqueue(ctx, o)
+						for ok := true; ok && ctx.Err() == nil; ev, ok = r.next(ev) {
+							for _, o := range r.handle(ctx, ev) {
+								r.enqueue(ctx, o)
+							}
 						}
 					}
 				}
@@ -173,14 +185,55 @@ func (r *Runtime) Start(ctx context.Context) {
 func (r *Runtime) Wait() { r.wg.Wait() }
 
 // Submit queues ev for a worker. It does not block; ErrBusy means the
-// queue is full.
+// queue is full. An event whose Order key has an event at a worker waits
+// behind it.
 func (r *Runtime) Submit(ev Event) error {
+	if ev.Order == "" {
+		select {
+		case r.work <- ev:
+			return nil
+		default:
+			return ErrBusy
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ordered == nil {
+		r.ordered = map[string][]Event{}
+	}
+	if q, busy := r.ordered[ev.Order]; busy {
+		if r.waiting >= cap(r.work) {
+			return ErrBusy
+		}
+		r.ordered[ev.Order] = append(q, ev)
+		r.waiting++
+		return nil
+	}
 	select {
 	case r.work <- ev:
+		r.ordered[ev.Order] = nil
 		return nil
 	default:
 		return ErrBusy
 	}
+}
+
+// next returns the event waiting behind ev's Order key, if any, and
+// otherwise frees the key.
+func (r *Runtime) next(ev Event) (Event, bool) {
+	if ev.Order == "" {
+		return Event{}, false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	q := r.ordered[ev.Order]
+	if len(q) == 0 {
+		delete(r.ordered, ev.Order)
+		return Event{}, false
+	}
+	r.ordered[ev.Order] = q[1:]
+	r.waiting--
+	return q[0], true
 }
 
 // Process handles ev and delivers its replies before returning.

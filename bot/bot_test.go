@@ -195,3 +195,39 @@ func TestSubmitRefusesWhenTheQueueIsFull(t *testing.T) {
 		t.Fatalf("second Submit on a full queue = %v, want ErrBusy", err)
 	}
 }
+
+func TestSubmitKeepsOneOrderKeysEventsInOrder(t *testing.T) {
+	rec := &recorder{sent: make(chan struct{}, 100)}
+	release := make(chan struct{})
+	h := handlerFunc(func(_ context.Context, in commands.Input) []commands.Output {
+		if in.Text == "slow" {
+			<-release
+		}
+		return []commands.Output{{To: commands.Destination{Kind: commands.ToSender}, Reply: commands.Reply{Text: in.User + ":" + in.Text}}}
+	})
+	rt := New(h, rec, WithWorkers(4))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); rt.Wait() }()
+	rt.Start(ctx)
+	for _, ev := range []Event{
+		{Order: "U1", Input: commands.Input{User: "U1", Text: "slow"}},
+		{Order: "U1", Input: commands.Input{User: "U1", Text: "a"}},
+		{Order: "U2", Input: commands.Input{User: "U2", Text: "b"}},
+		{Order: "U1", Input: commands.Input{User: "U1", Text: "c"}},
+	} {
+		if err := rt.Submit(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-rec.sent // U2's event is not held up by U1's slow one
+	if got := rec.texts(); len(got) != 1 || got[0] != "U2:b" {
+		t.Fatalf("first delivered: %q, want U2:b", got)
+	}
+	close(release)
+	for range 3 {
+		<-rec.sent
+	}
+	if d := cmp.Diff([]string{"U2:b", "U1:slow", "U1:a", "U1:c"}, rec.texts()); d != "" {
+		t.Errorf("(-want +got):\n%s", d)
+	}
+}

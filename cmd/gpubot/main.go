@@ -37,8 +37,8 @@ Usage:
 
 Commands:
   console   chat with gpubot in this terminal, on a simulated cluster
-  run       run the bot: on Slack when SLACK_BOT_TOKEN and SLACK_APP_TOKEN
-            are set, otherwise the console (the default command)
+  run       run the bot: on Slack (Socket Mode) when SLACK_BOT_TOKEN and
+            SLACK_APP_TOKEN are set, otherwise the console (the default command)
   simulate  replay a GPU-cluster trace to compare policies and capacity
   version   print the version
   help      show this help, or a command's: gpubot help console
@@ -85,11 +85,11 @@ func runBot(cmd string, args []string, stdin io.Reader, stdout, stderr io.Writer
 		dataDir  = fs.String("data-dir", envOr("GPUBOT_DATA_DIR", app.DefaultDataDir()), "`directory` for gpubot.db and the log; or $GPUBOT_DATA_DIR")
 		as       = fs.String("as", "", "console: who types first (a person's name from the config); default: the first person")
 		start    = fs.String("start", "", "console: simulated start `time` (RFC 3339) of a new data directory; default: now")
-		logFile  = fs.String("log-file", "", "operator log `file`; \"-\" for standard error; default: <data-dir>/gpubot.log")
+		logFile  = fs.String("log-file", "", "operator log `file`; \"-\" for standard error; default: <data-dir>/gpubot.log, or standard error on Slack")
 		logLevel = fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 		kubecfg  = fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "Kubernetes cluster with Kueue to drive, as a kubeconfig `file`; or $KUBECONFIG; default: the simulated cluster")
 		inClust  = fs.Bool("in-cluster", false, "drive the cluster gpubot runs in, with its pod's ServiceAccount")
-		httpAddr = fs.String("http-addr", "", "serve /healthz, /readyz and /metrics on this `address` (e.g. :8080) when driving a cluster; default: off")
+		httpAddr = fs.String("http-addr", "", "serve /healthz, /readyz and /metrics on this `address` (e.g. :8080) on Slack or when driving a cluster; default: off")
 	)
 	fs.Usage = func() {
 		switch cmd {
@@ -111,9 +111,22 @@ Flags:
 		default:
 			fmt.Fprint(fs.Output(), `Usage: gpubot [run] [flags]
 
-Run the bot. With SLACK_BOT_TOKEN and SLACK_APP_TOKEN set it would connect
-to Slack; this build has no Slack adapter yet, so without them it starts the
-console chat (see gpubot console --help).
+Run the bot. With SLACK_BOT_TOKEN and SLACK_APP_TOKEN set it connects to
+Slack over Socket Mode (no public URL needed) and serves /gpu until it is
+stopped; without them it starts the console chat (see gpubot console --help).
+With --kubeconfig, $KUBECONFIG or --in-cluster it drives that cluster's
+Kueue; otherwise it runs the simulated cluster from the configuration, in
+real time.
+
+Environment:
+  SLACK_BOT_TOKEN       the app's Bot User OAuth Token (xoxb-…)
+  SLACK_APP_TOKEN       an app-level token with connections:write (xapp-…)
+  SLACK_BOT_TOKEN_FILE, SLACK_APP_TOKEN_FILE
+                        files holding the tokens (e.g. mounted secrets),
+                        read when the variables above are not set
+  SLACK_API_URL         the Web API base URL (default https://slack.com/api/,
+                        or the config's slack.apiURL)
+  GPUBOT_CONFIG, GPUBOT_DATA_DIR, KUBECONFIG: see the flags
 
 Flags:
 `)
@@ -145,9 +158,18 @@ Flags:
 		}
 		startAt = t
 	}
-	if cmd == "run" && os.Getenv("SLACK_BOT_TOKEN") != "" && os.Getenv("SLACK_APP_TOKEN") != "" {
-		fmt.Fprintln(stderr, "gpubot: Slack tokens are set, but this build has no Slack adapter yet; unset them or run \"gpubot console\".")
-		return 1
+	var sl app.SlackOptions
+	if cmd == "run" {
+		var err error
+		if sl, err = slackOptions(); err != nil {
+			fmt.Fprintf(stderr, "gpubot: %v\n", err)
+			return 1
+		}
+		if sl.BotToken != "" || sl.AppToken != "" {
+			if *logFile == "" {
+				*logFile = "-"
+			}
+		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -163,12 +185,48 @@ Flags:
 		LogFile:     *logFile,
 		LogLevel:    lvl,
 		Cluster:     app.ClusterOptions{Kubeconfig: *kubecfg, InCluster: *inClust, HTTPAddr: *httpAddr},
+		Slack:       sl,
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "gpubot: %v\n", err)
 		return 1
 	}
 	return 0
+}
+
+// slackOptions reads the Slack tokens from the environment or the files
+// it names, and SLACK_API_URL.
+func slackOptions() (app.SlackOptions, error) {
+	bot, err := secret("SLACK_BOT_TOKEN")
+	if err != nil {
+		return app.SlackOptions{}, err
+	}
+	tok, err := secret("SLACK_APP_TOKEN")
+	if err != nil {
+		return app.SlackOptions{}, err
+	}
+	return app.SlackOptions{BotToken: bot, AppToken: tok, APIURL: os.Getenv("SLACK_API_URL")}, nil
+}
+
+// secret is $name, or else the content of the file $name_FILE, trimmed.
+func secret(name string) (string, error) {
+	if v := strings.TrimSpace(os.Getenv(name)); v != "" {
+		return v, nil
+	}
+	path := os.Getenv(name + "_FILE")
+	if path == "" {
+		return "", nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		// The error names the file, never its content.
+		return "", fmt.Errorf("reading %s_FILE: %w", name, err)
+	}
+	v := strings.TrimSpace(string(data))
+	if v == "" {
+		return "", fmt.Errorf("%s_FILE (%s) is empty", name, path)
+	}
+	return v, nil
 }
 
 func isTerminal(x any) bool {

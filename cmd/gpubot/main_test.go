@@ -26,7 +26,7 @@ func TestHelpAndVersion(t *testing.T) {
 		"help":           {args: []string{"help"}, stdout: []string{"Commands:"}},
 		"help console":   {args: []string{"help", "console"}, stderr: []string{"Usage: gpubot console", ":advance", "-data-dir", "-as", "-config", "-start"}},
 		"console --help": {args: []string{"console", "--help"}, stderr: []string{"Usage: gpubot console", "-log-file", "-log-level"}},
-		"run --help":     {args: []string{"run", "--help"}, stderr: []string{"Usage: gpubot [run]", "SLACK_BOT_TOKEN"}},
+		"run --help":     {args: []string{"run", "--help"}, stderr: []string{"Usage: gpubot [run]", "Socket Mode", "SLACK_BOT_TOKEN", "SLACK_APP_TOKEN_FILE", "SLACK_API_URL", "-http-addr"}},
 		"version":        {args: []string{"version"}, stdout: []string{"gpubot "}},
 		"unknown":        {args: []string{"frobnicate"}, code: 2, stderr: []string{`unknown command "frobnicate"`, "Commands:"}},
 		"bad flag":       {args: []string{"console", "--nope"}, code: 2, stderr: []string{"flag provided but not defined: -nope"}},

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/gpubot/gpubot/bot"
 	"github.com/gpubot/gpubot/bot/console"
 	"github.com/gpubot/gpubot/commands"
@@ -50,10 +52,17 @@ type Options struct {
 	// Cluster connects a real Kubernetes cluster; the zero value runs on
 	// the simulated cluster (see cluster.go).
 	Cluster ClusterOptions
+	// Slack runs gpubot on Slack instead of the console (see slack.go).
+	Slack SlackOptions
+	// Clock is the time on Slack with the simulated cluster; nil is the
+	// wall clock. Tests pass a fake clock and step it. (The console has
+	// its own simulated time, moved by :advance.)
+	Clock clock.Clock
 }
 
-// Run runs the console chat on the simulated cluster until the input ends
-// or ctx is cancelled.
+// Run runs gpubot until ctx is cancelled: on Slack when o.Slack has
+// tokens, else the console chat (until its input ends); on a real
+// cluster when o.Cluster says so, else the simulated one.
 func Run(ctx context.Context, o Options) (err error) {
 	if o.DataDir == "" {
 		return errors.New("no data directory given")
@@ -81,6 +90,9 @@ func Run(ctx context.Context, o Options) (err error) {
 	}()
 	if o.Cluster.configured() {
 		return runOnCluster(ctx, o, cfg, db, log)
+	}
+	if o.Slack.configured() {
+		return runSlackOnSim(ctx, o, cfg, db, log)
 	}
 	start := o.Start
 	if start.IsZero() {

@@ -9,9 +9,12 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/gpubot/gpubot/allocator"
 	"github.com/gpubot/gpubot/bot"
 	"github.com/gpubot/gpubot/bot/console"
+	slackbot "github.com/gpubot/gpubot/bot/slack"
 	"github.com/gpubot/gpubot/commands"
 	"github.com/gpubot/gpubot/internal/config"
 	"github.com/gpubot/gpubot/k8sbridge"
@@ -98,12 +101,28 @@ func runOnCluster(ctx context.Context, o Options, cfg *config.Config, db *store.
 	if err != nil {
 		return err
 	}
-	con, err := console.New(o.Stdout, set.People, console.As(o.As), console.Interactive(o.Interactive), console.In(set.Location))
-	if err != nil {
-		return err
+	var (
+		con     *console.Console
+		ad      *slackbot.Adapter
+		sender  bot.Sender
+		handler bot.Handler = svc
+	)
+	if o.Slack.configured() {
+		ad, handler = newSlack(o, cfg, svc, db, log, tel, clock.RealClock{})
+		if err := ad.Check(ctx); err != nil {
+			return err
+		}
+		tel.ready(ad.Ready)
+		sender = ad
+	} else {
+		con, err = console.New(o.Stdout, set.People, console.As(o.As), console.Interactive(o.Interactive), console.In(set.Location))
+		if err != nil {
+			return err
+		}
+		sender = con
 	}
-	rt := bot.New(svc, con, bot.WithDeduper(db, 24*time.Hour, wallClock{}), bot.WithLogger(log))
-	log.Info("gpubot starting on a Kubernetes cluster", "config", cfg.Name(), "cluster", clusterName(o.Cluster), "dataDir", o.DataDir)
+	rt := bot.New(handler, sender, bot.WithDeduper(db, dedupeTTL, wallClock{}), bot.WithLogger(log), bot.WithWorkers(o.Slack.workers()))
+	log.Info("gpubot starting on a Kubernetes cluster", "config", cfg.Name(), "cluster", clusterName(o.Cluster), "dataDir", o.DataDir, "slack", ad != nil)
 	owned, err := br.Owned(ctx)
 	if err != nil {
 		return err
@@ -134,6 +153,12 @@ func runOnCluster(ctx context.Context, o Options, cfg *config.Config, db *store.
 			}
 		}
 	}()
+	if ad != nil {
+		startRuntime(ctx, rt, &wg)
+		err := ad.Run(ctx, rt)
+		log.Info("gpubot stopped", "err", err)
+		return err
+	}
 	if err := con.Run(ctx, o.Stdin, &liveBackend{rt: rt}); err != nil {
 		return fmt.Errorf("reading the console: %w", err)
 	}

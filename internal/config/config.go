@@ -24,6 +24,7 @@ type Config struct {
 	settings commands.Settings
 	seeds    []commands.Seed
 	kube     Kubernetes
+	slack    Slack
 }
 
 // Load reads and validates the YAML file at path. Problems in the file are

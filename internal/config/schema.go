@@ -95,7 +95,7 @@ func (p *parser) config(root *yaml.Node) *Config {
 
 	f := p.mapping(root, "",
 		"timezone", "defaultChannel", "admission", "priorities", "defaultPriority",
-		"requests", "approval", "templates", "flavors", "people", "teams", "simulation", "kubernetes")
+		"requests", "approval", "templates", "flavors", "people", "teams", "simulation", "kubernetes", "slack")
 	p.timezone(f)
 	p.defaultChannel(f)
 	p.admission(f.get("admission"))
@@ -109,6 +109,7 @@ func (p *parser) config(root *yaml.Node) *Config {
 	p.teamList(p.required(f, "teams"))
 	p.checkQuotaTotals()
 	p.kubernetes(f.get("kubernetes"))
+	p.slackSection(f.get("slack"))
 	if n := f.get("simulation"); n != nil {
 		s := p.mapping(n, "simulation", "running")
 		if r := s.get("running"); r != nil {

@@ -1,0 +1,192 @@
+package slackbot
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/slack-go/slack"
+	"github.com/slack-go/slack/slackevents"
+	"github.com/slack-go/slack/socketmode"
+
+	"github.com/gpubot/gpubot/bot"
+	"github.com/gpubot/gpubot/bot/slack/blockkit"
+	"github.com/gpubot/gpubot/commands"
+)
+
+// busyText answers a command the runtime has no room for.
+const busyText = "gpubot is very busy right now and could not take that; please try again in a minute."
+
+// slash handles a /gpu command: ack first, then the work.
+func (a *Adapter) slash(ctx context.Context, sm *socketmode.Client, req *socketmode.Request, cmd slack.SlashCommand) {
+	a.remember(cmd.UserID, cmd.ChannelID, cmd.ResponseURL)
+	if verb, ok := commands.IsBare(cmd.Text); ok && verb == commands.VerbRequest && cmd.TriggerID != "" {
+		a.ack(ctx, sm, req, nil)
+		a.openForm(cmd.UserID, cmd.ChannelID, cmd.TriggerID, req.EnvelopeID)
+		return
+	}
+	ev := bot.Event{Key: "slack:env:" + req.EnvelopeID, Order: cmd.UserID, Input: commands.Input{User: cmd.UserID, Channel: cmd.ChannelID, Text: cmd.Text}}
+	if err := a.in.Submit(ev); err != nil {
+		a.log.Warn("command not taken", "user", cmd.UserID, "err", err)
+		a.ack(ctx, sm, req, map[string]string{"response_type": "ephemeral", "text": busyText})
+		return
+	}
+	a.ack(ctx, sm, req, nil)
+}
+
+// openForm opens the request modal for a bare "/gpu request". A person
+// gpubot does not know gets the service's answer to the command instead.
+func (a *Adapter) openForm(user, channel, trigger, envelope string) {
+	first := a.firstTime("slack:form:" + envelope)
+	a.q.Enqueue(Call{Lane: "view:" + user, Method: "views.open", Do: func(ctx context.Context) error {
+		if !first(ctx) {
+			return nil // a redelivery: the form is open already
+		}
+		d := a.svc.FormDefaults(a.dir.name(ctx, user))
+		if !d.Known {
+			return a.in.Submit(bot.Event{Key: "slack:env:" + envelope, Order: user, Input: commands.Input{User: user, Channel: channel, Text: "request"}})
+		}
+		_, err := a.api.OpenViewContext(ctx, trigger, blockkit.RequestForm(blockkit.NewFormOptions(d, channel)))
+		if err != nil && (err.Error() == "expired_trigger_id" || err.Error() == "invalid_trigger_id") {
+			// Too late for a modal: say how to type it instead.
+			a.q.Enqueue(Call{Lane: "user:" + user, Method: "chat.postEphemeral", Do: func(ctx context.Context) error {
+				return a.private(ctx, user, channel, blockkit.Message(commands.Reply{Text: "Opening the request form took too long. Type the request instead, e.g. /gpu request 8xh100 for 4h (/gpu help request has the details)."}))
+			}})
+			return nil
+		}
+		return err
+	}})
+}
+
+// interactive handles buttons and modal submissions.
+func (a *Adapter) interactive(ctx context.Context, sm *socketmode.Client, req *socketmode.Request, cb slack.InteractionCallback) {
+	switch cb.Type {
+	case slack.InteractionTypeBlockActions:
+		a.ack(ctx, sm, req, nil)
+		a.click(cb)
+	case slack.InteractionTypeViewSubmission:
+		a.submission(ctx, sm, req, cb)
+	default:
+		a.ack(ctx, sm, req, nil)
+	}
+}
+
+// click turns pressed gpubot buttons into inputs.
+func (a *Adapter) click(cb slack.InteractionCallback) {
+	user := cb.User.ID
+	channel := cb.Container.ChannelID
+	if channel == "" {
+		channel = cb.Channel.ID
+	}
+	msgTS := cb.Container.MessageTs
+	if msgTS == "" {
+		msgTS = cb.Message.Timestamp
+	}
+	if cb.Container.Type == "view" {
+		channel = "" // App Home: answer in a DM
+	}
+	a.remember(user, channel, cb.ResponseURL)
+	for _, ba := range cb.ActionCallback.BlockActions {
+		act, ok := blockkit.ActionFor(ba.ActionID, ba.Value)
+		if !ok {
+			a.log.Debug("ignoring a press that is not a gpubot button", "actionID", ba.ActionID)
+			continue
+		}
+		key := fmt.Sprintf("slack:click:%s:%s:%s:%s", user, ba.ActionID, msgTS, ba.ActionTs)
+		if err := a.in.Submit(bot.Event{Key: key, Order: user, Input: commands.Input{User: user, Channel: channel, Action: &act}}); err != nil {
+			a.log.Warn("button press not taken", "user", user, "err", err)
+			a.q.Enqueue(Call{Lane: "user:" + user, Method: "chat.postEphemeral", Do: func(ctx context.Context) error {
+				return a.private(ctx, user, channel, blockkit.Message(commands.Reply{Text: busyText}))
+			}})
+		}
+	}
+}
+
+// submission validates a request modal in the ack and, if it is fine,
+// handles it as the command it stands for.
+func (a *Adapter) submission(ctx context.Context, sm *socketmode.Client, req *socketmode.Request, cb slack.InteractionCallback) {
+	if cb.View.CallbackID != blockkit.RequestFormID {
+		a.ack(ctx, sm, req, nil)
+		return
+	}
+	text, channel, errs := blockkit.FormCommand(cb.View, a.svc.Vocabulary())
+	if len(errs) > 0 {
+		a.ack(ctx, sm, req, slack.NewErrorsViewSubmissionResponse(errs))
+		return
+	}
+	if strings.TrimSpace(text) == "" {
+		a.ack(ctx, sm, req, slack.NewErrorsViewSubmissionResponse(map[string]string{blockkit.FormCount: "Please fill in the request."}))
+		return
+	}
+	if err := a.in.Submit(bot.Event{Key: "slack:env:" + req.EnvelopeID, Order: cb.User.ID, Input: commands.Input{User: cb.User.ID, Channel: channel, Text: text}}); err != nil {
+		a.ack(ctx, sm, req, slack.NewErrorsViewSubmissionResponse(map[string]string{blockkit.FormCount: busyText}))
+		return
+	}
+	a.ack(ctx, sm, req, nil)
+}
+
+// eventsAPI handles Events API events: app_home_opened publishes App Home.
+func (a *Adapter) eventsAPI(ev socketmode.Event) {
+	e, ok := ev.Data.(slackevents.EventsAPIEvent)
+	if !ok {
+		return
+	}
+	home, ok := e.InnerEvent.Data.(*slackevents.AppHomeOpenedEvent)
+	if !ok || (home.Tab != "" && home.Tab != "home") {
+		return
+	}
+	key := ""
+	if cb, ok := e.Data.(*slackevents.EventsAPICallbackEvent); ok && cb.EventID != "" {
+		key = "slack:event:" + cb.EventID
+	} else if ev.Request != nil {
+		key = "slack:env:" + ev.Request.EnvelopeID
+	}
+	user := home.User
+	first := a.firstTime(key)
+	a.q.Enqueue(Call{Lane: "home:" + user, Method: "views.publish", Do: func(ctx context.Context) error {
+		if !first(ctx) {
+			return nil
+		}
+		_, err := a.api.PublishViewContext(ctx, slack.PublishViewContextRequest{UserID: user, View: blockkit.Home(a.svc.Home(ctx, a.dir.name(ctx, user)))})
+		return err
+	}})
+}
+
+// firstTime returns a check of whether key is seen for the first time
+// (within the dedupe TTL). The check is made once, on the first call:
+// retries of a call ask it again and get the same answer. With no
+// Deduper or no key, everything is a first time.
+func (a *Adapter) firstTime(key string) func(context.Context) bool {
+	checked, first := false, true
+	return func(ctx context.Context) bool {
+		if checked || key == "" || a.dedupe == nil {
+			return first
+		}
+		checked = true
+		seen, err := a.dedupe.Seen(ctx, key, a.dclock.Now(), a.ttl)
+		if err != nil {
+			// Better to risk a duplicate than to lose the event.
+			a.log.Error("checking delivery key", "key", key, "err", err)
+		}
+		first = !seen
+		return first
+	}
+}
+
+// remember keeps the latest response_url for replies to user in channel.
+func (a *Adapter) remember(user, channel, url string) {
+	if url == "" || user == "" {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := a.clock.Now()
+	if len(a.routes) >= 1000 {
+		for k, r := range a.routes {
+			if now.Sub(r.at) > routeTTL {
+				delete(a.routes, k)
+			}
+		}
+	}
+	a.routes[user+"\x00"+channel] = &route{url: url, at: now}
+}

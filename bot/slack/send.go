@@ -1,0 +1,332 @@
+package slackbot
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/slack-go/slack"
+
+	"github.com/gpubot/gpubot/bot"
+	"github.com/gpubot/gpubot/bot/slack/blockkit"
+	"github.com/gpubot/gpubot/commands"
+	"github.com/gpubot/gpubot/records"
+)
+
+var _ bot.Sender = (*Adapter)(nil)
+
+// Send queues out for delivery and returns at once: the Queue delivers it
+// in order with the other replies of its channel, whatever the rate
+// limits. It never fails.
+func (a *Adapter) Send(ctx context.Context, out commands.Output) error {
+	msg := blockkit.Message(out.Reply)
+	to := out.To
+	switch to.Kind {
+	case commands.ToSender:
+		user, channel := to.User, to.Channel
+		a.q.Enqueue(Call{Lane: "user:" + user, Method: "chat.postEphemeral", Do: func(ctx context.Context) error {
+			return a.private(ctx, user, channel, msg)
+		}})
+	case commands.ToChannel:
+		lane := "ch:" + to.Channel
+		a.mu.Lock()
+		a.lanes[to.Request] = lane
+		a.mu.Unlock()
+		req, channel := to.Request, to.Channel
+		a.q.Enqueue(Call{Lane: lane, Method: "chat.postMessage", Paced: true, Do: func(ctx context.Context) error {
+			return a.card(ctx, req, channel, msg)
+		}})
+		a.overflow(lane, msg, func(ctx context.Context) (string, string, bool) {
+			t, ok := a.thread(ctx, req)
+			return t.Channel, t.TS, ok
+		})
+	case commands.ToThread:
+		req := to.Request
+		lane := a.laneOf(ctx, req)
+		a.q.Enqueue(a.onCard(lane, req, "chat.postMessage", true, func(ctx context.Context, t records.Thread) error {
+			_, _, err := a.api.PostMessageContext(ctx, t.Channel, slack.MsgOptionText(msg.Text, false), slack.MsgOptionBlocks(msg.Blocks...), slack.MsgOptionTS(t.TS))
+			return err
+		}))
+		a.overflow(lane, msg, func(ctx context.Context) (string, string, bool) {
+			t, ok := a.thread(ctx, req)
+			return t.Channel, t.TS, ok
+		})
+	case commands.UpdateCard:
+		req := to.Request
+		c := a.onCard(a.laneOf(ctx, req), req, "chat.update", false, func(ctx context.Context, t records.Thread) error {
+			_, _, _, err := a.api.UpdateMessageContext(ctx, t.Channel, t.TS, slack.MsgOptionText(msg.Text, false), slack.MsgOptionBlocks(msg.Blocks...))
+			return err
+		})
+		c.Supersedes = "card:" + req // only the newest version of a card matters
+		a.q.Enqueue(c)
+	case commands.ToPerson:
+		user, person := to.ChatID, to.Person
+		if user == "" && a.dir == nil {
+			a.log.Warn("cannot message a person without a Slack user ID", "person", person, "text", msg.Text)
+			return nil
+		}
+		lane := "dm:" + user
+		if user == "" {
+			lane = "dm:person:" + person
+		}
+		// who is the Slack user to write to; a person without a slackID
+		// is looked up by e-mail (when the Directory is on).
+		who := func(ctx context.Context) string {
+			if user != "" {
+				return user
+			}
+			return a.dir.id(ctx, person)
+		}
+		a.q.Enqueue(Call{Lane: lane, Method: "chat.postMessage", Paced: true, Do: func(ctx context.Context) error {
+			u := who(ctx)
+			if u == "" {
+				a.log.Warn("cannot message a person with no Slack user ID or e-mail known to Slack", "person", person, "text", msg.Text)
+				return nil
+			}
+			return a.dm(ctx, u, msg)
+		}})
+		a.overflow(lane, msg, func(ctx context.Context) (string, string, bool) {
+			u := who(ctx)
+			if u == "" {
+				return "", "", false
+			}
+			ch, err := a.dmChannel(ctx, u)
+			return ch, "", err == nil
+		})
+	default:
+		a.log.Error("reply with an unknown destination", "kind", string(to.Kind))
+	}
+	return nil
+}
+
+// card posts a request's card and remembers where it is, in the store
+// too, so that the thread survives a restart.
+func (a *Adapter) card(ctx context.Context, req, channel string, msg blockkit.Rendered) error {
+	ch, ts, err := a.api.PostMessageContext(ctx, channel, slack.MsgOptionText(msg.Text, false), slack.MsgOptionBlocks(msg.Blocks...))
+	if err != nil {
+		return err
+	}
+	t := records.Thread{Channel: ch, TS: ts}
+	a.mu.Lock()
+	a.cards[req] = t
+	a.mu.Unlock()
+	if err := a.threads.PutThread(ctx, req, t); err != nil {
+		a.log.Error("saving where a card is; its thread is lost on restart", "request", req, "err", err)
+	}
+	return nil
+}
+
+// onCard is a call about request req's card, made once the card is
+// posted. If, when its turn comes, the card is not posted but is now
+// queued in another lane (its thread update overtook it between two
+// workers), the call moves behind it; with no card at all (seeded work),
+// it is skipped.
+func (a *Adapter) onCard(lane, req, method string, paced bool, fn func(context.Context, records.Thread) error) Call {
+	c := Call{Lane: lane, Method: method, Paced: paced}
+	cur := lane
+	c.Do = func(ctx context.Context) error {
+		t, ok := a.thread(ctx, req)
+		if ok {
+			return fn(ctx, t)
+		}
+		a.mu.Lock()
+		now := a.lanes[req]
+		a.mu.Unlock()
+		if now != "" && now != cur {
+			cur = now
+			moved := c
+			moved.Lane = now
+			a.q.Enqueue(moved)
+			return nil
+		}
+		a.log.Debug("no card for the request; update skipped", "request", req, "method", method)
+		return nil
+	}
+	return c
+}
+
+// thread returns where request req's card is.
+func (a *Adapter) thread(ctx context.Context, req string) (records.Thread, bool) {
+	a.mu.Lock()
+	t, ok := a.cards[req]
+	a.mu.Unlock()
+	if ok {
+		return t, true
+	}
+	t, err := a.threads.GetThread(ctx, req)
+	if err != nil || t.TS == "" {
+		return records.Thread{}, false
+	}
+	a.mu.Lock()
+	a.cards[req] = t
+	a.mu.Unlock()
+	return t, true
+}
+
+// laneOf is the lane of request req's card: the lane it was posted in by
+// this process, else its channel.
+func (a *Adapter) laneOf(ctx context.Context, req string) string {
+	a.mu.Lock()
+	lane, ok := a.lanes[req]
+	a.mu.Unlock()
+	if ok {
+		return lane
+	}
+	if t, ok := a.thread(ctx, req); ok {
+		lane = "ch:" + t.Channel
+	} else {
+		lane = "req:" + req
+	}
+	a.mu.Lock()
+	a.lanes[req] = lane
+	a.mu.Unlock()
+	return lane
+}
+
+// private shows msg to user only: through the latest response_url Slack
+// gave for user in channel, else chat.postEphemeral, else (no channel,
+// or gpubot is not in it) a DM.
+func (a *Adapter) private(ctx context.Context, user, channel string, msg blockkit.Rendered) error {
+	if msg.Overflow != nil {
+		// Files cannot be ephemeral: the whole text goes to the DM.
+		if err := a.dmFile(ctx, user, msg.Overflow); err != nil {
+			a.log.Warn("uploading a long reply", "user", user, "err", a.scrub(err.Error()))
+		}
+	}
+	if channel == "" {
+		return a.dm(ctx, user, msg)
+	}
+	if url, ok := a.route(user, channel); ok {
+		err := slack.PostWebhookCustomHTTPContext(ctx, url, a.httpc, &slack.WebhookMessage{
+			Text: msg.Text, Blocks: &slack.Blocks{BlockSet: msg.Blocks}, ResponseType: slack.ResponseTypeEphemeral,
+		})
+		if err == nil {
+			return nil
+		}
+		if _, ok := errors.AsType[*slack.RateLimitedError](err); ok {
+			return err
+		}
+		a.log.Info("response_url refused; posting the ephemeral message instead", "user", user, "err", err)
+		a.forget(user, channel)
+	}
+	_, err := a.api.PostEphemeralContext(ctx, channel, user, slack.MsgOptionText(msg.Text, false), slack.MsgOptionBlocks(msg.Blocks...))
+	if err != nil {
+		switch err.Error() {
+		case "channel_not_found", "not_in_channel", "user_not_in_channel", "is_archived", "restricted_action":
+			return a.dm(ctx, user, msg)
+		}
+	}
+	return err
+}
+
+// routeTTL is how long gpubot uses a response_url: Slack accepts one for
+// 30 minutes; the margin covers a slow queue.
+const routeTTL = 25 * time.Minute
+
+// route reserves one use of the response_url for user in channel.
+func (a *Adapter) route(user, channel string) (string, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	r, ok := a.routes[user+"\x00"+channel]
+	if !ok || r.uses >= 5 || a.clock.Since(r.at) > routeTTL {
+		return "", false
+	}
+	r.uses++
+	return r.url, true
+}
+
+func (a *Adapter) forget(user, channel string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.routes, user+"\x00"+channel)
+}
+
+// dm posts msg in the bot's direct conversation with user.
+func (a *Adapter) dm(ctx context.Context, user string, msg blockkit.Rendered) error {
+	ch, err := a.dmChannel(ctx, user)
+	if err != nil {
+		return err
+	}
+	_, _, err = a.api.PostMessageContext(ctx, ch, slack.MsgOptionText(msg.Text, false), slack.MsgOptionBlocks(msg.Blocks...))
+	return err
+}
+
+func (a *Adapter) dmChannel(ctx context.Context, user string) (string, error) {
+	a.mu.Lock()
+	ch, ok := a.dms[user]
+	a.mu.Unlock()
+	if ok {
+		return ch, nil
+	}
+	c, _, _, err := a.api.OpenConversationContext(ctx, &slack.OpenConversationParameters{Users: []string{user}})
+	if err != nil {
+		return "", err
+	}
+	a.mu.Lock()
+	a.dms[user] = c.ID
+	a.mu.Unlock()
+	return c.ID, nil
+}
+
+func (a *Adapter) dmFile(ctx context.Context, user string, o *blockkit.Overflow) error {
+	ch, err := a.dmChannel(ctx, user)
+	if err != nil {
+		return err
+	}
+	return a.upload(ctx, ch, "", o)
+}
+
+// overflow queues the upload of msg's whole text, if it was cut, after
+// the message in lane; where says where the message went.
+func (a *Adapter) overflow(lane string, msg blockkit.Rendered, where func(context.Context) (channel, ts string, ok bool)) {
+	o := msg.Overflow
+	if o == nil {
+		return
+	}
+	a.q.Enqueue(Call{Lane: lane, Method: "files.completeUploadExternal", Do: func(ctx context.Context) error {
+		ch, ts, ok := where(ctx)
+		if !ok {
+			return nil
+		}
+		return a.upload(ctx, ch, ts, o)
+	}})
+}
+
+func (a *Adapter) upload(ctx context.Context, channel, ts string, o *blockkit.Overflow) error {
+	content := o.Content
+	if content == "" {
+		content = "\n"
+	}
+	_, err := a.api.UploadFileContext(ctx, slack.UploadFileParameters{
+		Content: content, FileSize: len(content), Filename: o.Name, Title: o.Title,
+		Channel: channel, ThreadTimestamp: ts,
+	})
+	return err
+}
+
+// observing is an http.RoundTripper that reports each Web API call's
+// latency by method (the last element of the URL path).
+type observing struct {
+	next    http.RoundTripper
+	observe func(method string, d time.Duration)
+}
+
+func (o observing) RoundTrip(r *http.Request) (*http.Response, error) {
+	start := time.Now()
+	resp, err := o.next.RoundTrip(r)
+	method := r.URL.Path[strings.LastIndexByte(r.URL.Path, '/')+1:]
+	if !strings.Contains(method, ".") {
+		method = "other" // response_url, upload URL: not Web API methods
+	}
+	o.observe(method, time.Since(start))
+	return resp, err
+}
+
+func transportOf(c *http.Client) http.RoundTripper {
+	if c.Transport != nil {
+		return c.Transport
+	}
+	return http.DefaultTransport
+}

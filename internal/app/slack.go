@@ -1,0 +1,176 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/gpubot/gpubot/bot"
+	slackbot "github.com/gpubot/gpubot/bot/slack"
+	"github.com/gpubot/gpubot/commands"
+	"github.com/gpubot/gpubot/internal/config"
+	"github.com/gpubot/gpubot/simcluster"
+	"github.com/gpubot/gpubot/store"
+)
+
+// SlackOptions connect gpubot to Slack over Socket Mode. With no tokens
+// gpubot runs the console.
+type SlackOptions struct {
+	// BotToken (xoxb-…) and AppToken (xapp-…); both or neither.
+	BotToken, AppToken string
+	// APIURL overrides the config's slack.apiURL (SLACK_API_URL).
+	APIURL string
+	// Workers handle commands concurrently; default 4.
+	Workers int
+}
+
+func (o SlackOptions) configured() bool { return o.BotToken != "" || o.AppToken != "" }
+
+func (o SlackOptions) workers() int {
+	if o.Workers <= 0 {
+		return 4
+	}
+	return o.Workers
+}
+
+// dedupeTTL is how long delivery keys are remembered: far longer than
+// Slack retries for.
+const dedupeTTL = 24 * time.Hour
+
+// newSlack builds the Slack adapter for svc, and the handler the runtime
+// is to run: svc, or svc behind e-mail matching (slack.matchByEmail).
+func newSlack(o Options, cfg *config.Config, svc *commands.Service, db *store.DB, log *slog.Logger, tel *telemetry, c clock.Clock) (*slackbot.Adapter, bot.Handler) {
+	sc := cfg.Slack()
+	url := o.Slack.APIURL
+	if url == "" {
+		url = sc.APIURL
+	}
+	pace := slackbot.Pacing{PerSecond: sc.MessagesPerSecond, Burst: sc.Burst}
+	if pace.PerSecond == 0 {
+		pace.PerSecond = 1
+	}
+	if pace.Burst == 0 {
+		pace.Burst = 3
+	}
+	ad := slackbot.New(slackbot.Config{BotToken: o.Slack.BotToken, AppToken: o.Slack.AppToken, APIURL: url, Pacing: pace},
+		svc, db,
+		slackbot.WithLogger(log),
+		slackbot.WithDeduper(db, dedupeTTL, c),
+		slackbot.WithObserver(func(method string, d time.Duration) { tel.slack.WithLabelValues(method).Observe(d.Seconds()) }),
+	)
+	if sc.MatchByEmail {
+		return ad, ad.MatchByEmail(cfg.Settings().People).Handler(svc)
+	}
+	return ad, svc
+}
+
+// runSlackOnSim runs gpubot on Slack with the simulated cluster, which
+// follows the wall clock (or o.Clock, in tests): a driver wakes at every
+// workload end and reminder, and at least every SweepEvery.
+func runSlackOnSim(ctx context.Context, o Options, cfg *config.Config, db *store.DB, log *slog.Logger) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	clk := o.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	sim, fresh, err := simcluster.New(ctx, cfg.Cluster(), db, clk, func(err error) bool { return errors.Is(err, store.ErrNotFound) })
+	if err != nil {
+		return err
+	}
+	if ahead := sim.Now().Sub(clk.Now()); !fresh && ahead > time.Minute {
+		log.Warn("the simulated cluster's time is ahead of the clock (the console moved it); nothing happens in it until the clock catches up", "ahead", ahead.String())
+	}
+	tel := newTelemetry(db)
+	svc, err := commands.NewService(ctx, cfg.Settings(), commands.Deps{
+		Cluster: sim, Requests: db, IDs: db, Audit: tel.audit(db), Usage: db, Clock: clk,
+	}, commands.WithLogger(log))
+	if err != nil {
+		return err
+	}
+	if err := svc.Seed(ctx, cfg.Seeds()); err != nil {
+		return err
+	}
+	ad, handler := newSlack(o, cfg, svc, db, log, tel, clk)
+	if err := ad.Check(ctx); err != nil {
+		return err
+	}
+	tel.ready(ad.Ready)
+	if o.Cluster.HTTPAddr != "" {
+		stop, err := tel.serve(o.Cluster.HTTPAddr, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	rt := bot.New(handler, ad, bot.WithDeduper(db, dedupeTTL, clk), bot.WithLogger(log), bot.WithWorkers(o.Slack.workers()))
+	startRuntime(ctx, rt, &wg)
+	log.Info("gpubot starting on Slack with the simulated cluster", "config", cfg.Name(), "dataDir", o.DataDir, "fresh", fresh)
+	every := o.Cluster.SweepEvery
+	if every <= 0 {
+		every = 30 * time.Second
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		driveSim(ctx, clk, sim, svc, rt, every, log)
+	}()
+	err = ad.Run(ctx, rt)
+	log.Info("gpubot stopped", "err", err)
+	return err
+}
+
+// startRuntime starts rt's workers; wg is done once they have stopped.
+func startRuntime(ctx context.Context, rt *bot.Runtime, wg *sync.WaitGroup) {
+	rt.Start(ctx)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		<-ctx.Done()
+		rt.Wait()
+	}()
+}
+
+// driveSim keeps the simulated cluster at the clock's time: it catches up,
+// reports what happened, and sleeps until the next workload end, reminder
+// or sweep.
+func driveSim(ctx context.Context, clk clock.Clock, sim *simcluster.Cluster, svc *commands.Service, rt *bot.Runtime, every time.Duration, log *slog.Logger) {
+	for ctx.Err() == nil {
+		now := clk.Now()
+		events, err := sim.Advance(ctx)
+		if err != nil {
+			log.Error("advancing the simulated cluster", "err", err)
+		}
+		rt.DeliverNow(ctx, svc.Observe(ctx, events))
+		next := now.Add(every)
+		if t := sim.NextEvent(); t.After(now) && t.Before(next) {
+			next = t
+		}
+		if t := svc.NextWakeup(ctx, now); t.After(now) && t.Before(next) {
+			next = t
+		}
+		d := next.Sub(clk.Now())
+		if d <= 0 {
+			continue
+		}
+		t := clk.NewTimer(d)
+		if !clk.Now().Before(next) {
+			// The clock moved past next meanwhile (a test stepping a
+			// fake clock, whose timers fire only when it moves again).
+			t.Stop()
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		}
+	}
+}

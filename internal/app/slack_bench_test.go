@@ -1,0 +1,196 @@
+package app_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	stdslices "slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/gpubot/gpubot/commands"
+	"github.com/gpubot/gpubot/internal/config"
+	"github.com/gpubot/gpubot/records"
+	"github.com/gpubot/gpubot/simcluster"
+	"github.com/gpubot/gpubot/store"
+)
+
+// benchConfig is the example with fast posting and no approval for
+// borrowing, so that requests over quota queue in the cluster.
+func benchConfig(tb testing.TB) string {
+	tb.Helper()
+	path := exampleConfig(tb, fastPosting)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	src := strings.Replace(string(data), "borrowing: true", "borrowing: false", 1)
+	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	return path
+}
+
+// seedPending fills dir's store with n requests waiting in the simulated
+// cluster, made through the command service as a Slack run would.
+func seedPending(tb testing.TB, dir, cfgPath string, n int) {
+	tb.Helper()
+	ctx := context.Background()
+	cfg, err := config.Load(cfgPath)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	db, err := store.Open(filepath.Join(dir, "gpubot.db"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer db.Close()
+	clk := clocktesting.NewFakeClock(start)
+	sim, _, err := simcluster.New(ctx, cfg.Cluster(), db, clk, func(err error) bool { return errors.Is(err, store.ErrNotFound) })
+	if err != nil {
+		tb.Fatal(err)
+	}
+	svc, err := commands.NewService(ctx, cfg.Settings(), commands.Deps{Cluster: sim, Requests: db, IDs: db, Audit: db, Usage: db, Clock: clk})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := svc.Seed(ctx, cfg.Seeds()); err != nil {
+		tb.Fatal(err)
+	}
+	users := []string{"U0ALICE", "U0DAVE", "U0GRACE", "U0BOB", "U0ERIN", "U0FRANK"}
+	for i := range n {
+		svc.Handle(ctx, commands.Input{User: users[i%len(users)], Text: fmt.Sprintf("request %dxh100 for %dh", 8*(1+i%2), 1+i%6)})
+	}
+	queued, err := db.ListRequests(ctx, func(r records.Request) bool { return r.State == records.StateQueued })
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if len(queued) < n*9/10 {
+		tb.Fatalf("only %d of %d requests are pending", len(queued), n)
+	}
+}
+
+// BenchmarkSlackAckLatency measures how long the fake Slack waits for the
+// ack of a /gpu command, end to end through slack-go's Socket Mode client,
+// at a steady command rate with thousands of requests pending in the
+// simulated cluster. Reported: p50 and p99 ack latency, and p50 and p99
+// time to the answer (the ephemeral reply). Tune with GPUBOT_BENCH_PENDING
+// (default 2000) and GPUBOT_BENCH_RATE (commands per second, default 20).
+func BenchmarkSlackAckLatency(b *testing.B) {
+	pending := envInt(b, "GPUBOT_BENCH_PENDING", 2000)
+	rate := envInt(b, "GPUBOT_BENCH_RATE", 20)
+	dir, cfg := b.TempDir(), benchConfig(b)
+	copySeeded(b, dir, cfg, pending)
+	fake := startFake(b)
+	bot := startSlackBot(b, fake, dir, cfg, clocktesting.NewFakeClock(start))
+	// Warm up: the connection is up and the service has answered once.
+	bot.command("U0CAROL", chRandom, "capacity")
+	bot.waitFor("the warm-up answer", func() bool { return len(fake.Ephemerals("U0CAROL")) == 1 })
+
+	texts := []string{"status", "capacity", "whatif 8xh100 for 2h", "request 1xa100 for 1h", "usage"}
+	users := []string{"U0ALICE", "U0DAVE", "U0GRACE", "U0BOB", "U0ERIN", "U0FRANK"}
+	sent := map[string]time.Time{}     // envelope → sent
+	byUser := map[string][]time.Time{} // user → when each command was sent
+	answersBefore := map[string]int{}
+	for _, u := range users {
+		answersBefore[u] = len(fake.Ephemerals(u))
+	}
+	tick := time.NewTicker(time.Second / time.Duration(rate))
+	defer tick.Stop()
+	b.ResetTimer()
+	for i := range b.N {
+		<-tick.C
+		u := users[i%len(users)]
+		at := time.Now()
+		env := fake.SlashCommand(u, chRandom, texts[i%len(texts)])
+		sent[env] = at
+		byUser[u] = append(byUser[u], at)
+	}
+	// Every command is answered privately (a request also gets a card).
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	if err := fake.WaitFor(ctx, func() bool {
+		for u, cmds := range byUser {
+			if len(fake.Ephemerals(u))-answersBefore[u] < len(cmds) {
+				return false
+			}
+		}
+		return true
+	}); err != nil {
+		b.Fatalf("waiting for every answer: %v", err)
+	}
+	b.StopTimer()
+	var acks, answers []float64
+	for _, a := range fake.Acks() {
+		if _, ok := sent[a.EnvelopeID]; ok {
+			acks = append(acks, float64(a.Latency)/float64(time.Millisecond))
+		}
+	}
+	if len(acks) != b.N {
+		b.Fatalf("%d acks for %d commands", len(acks), b.N)
+	}
+	// One person's commands are answered in order, one answer each.
+	for u, cmds := range byUser {
+		got := fake.Ephemerals(u)[answersBefore[u]:]
+		if len(got) != len(cmds) {
+			b.Fatalf("%s: %d answers to %d commands", u, len(got), len(cmds))
+		}
+		for i, m := range got {
+			answers = append(answers, float64(m.PostedAt.Sub(cmds[i]))/float64(time.Millisecond))
+		}
+	}
+	stdslices.Sort(acks)
+	stdslices.Sort(answers)
+	b.ReportMetric(quantile(acks, 0.5), "p50-ack-ms")
+	b.ReportMetric(quantile(acks, 0.99), "p99-ack-ms")
+	b.ReportMetric(quantile(acks, 1), "max-ack-ms")
+	b.ReportMetric(quantile(answers, 0.5), "p50-answer-ms")
+	b.ReportMetric(quantile(answers, 0.99), "p99-answer-ms")
+	b.ReportMetric(0, "ns/op")
+	noUnacked(b, fake)
+}
+
+// seeded caches one seeded store per pending count, so that the
+// benchmark's runs (b.N = 1, then the real one) seed only once.
+var seeded = map[int][]byte{}
+
+func copySeeded(tb testing.TB, dir, cfg string, n int) {
+	tb.Helper()
+	if seeded[n] == nil {
+		tmp := tb.TempDir()
+		seedPending(tb, tmp, cfg, n)
+		data, err := os.ReadFile(filepath.Join(tmp, "gpubot.db"))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		seeded[n] = data
+	}
+	if err := os.WriteFile(filepath.Join(dir, "gpubot.db"), seeded[n], 0o600); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+func quantile(sorted []float64, q float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[min(len(sorted)-1, int(q*float64(len(sorted))))]
+}
+
+func envInt(tb testing.TB, key string, def int) int {
+	v := os.Getenv(key)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		tb.Fatalf("%s=%q: want a positive integer", key, v)
+	}
+	return n
+}
