@@ -70,6 +70,7 @@ teams: [{name: nlp, channel: "#nlp", leads: [bob], members: [alice], quota: {h10
 	// channel  r1     r1 running on h100-b1-r1-n1
 	// sender          r1 running on h100-b1-r1-n1. Updates follow in its thread in #nlp.
 	// channel  r2     r2 needs approval
+	// person   bob    alice's request r2 (16× h100 for 1h, team nlp, priority normal) needs your approval: more than 8 GPUs. Its card is in #nlp.
 	// sender          r2 needs approval (more than 8 GPUs); bob (lead of nlp) can approve it. I posted it in #nlp and will tell you when it is decided.
 	// thread   r2     Approved by bob.
 	// person   alice  bob approved your request r2 (16× h100 for 1h, team nlp, priority normal).

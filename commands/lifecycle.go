@@ -197,12 +197,14 @@ func (s *Service) sweep(c *call, changed bool) {
 			continue
 		}
 		left := end.Sub(c.now)
-		text := fmt.Sprintf("%s ends in %s (%s). Extend it or release the GPUs if you are done.", r.ID, fmtDuration(left), s.clock(end))
-		c.emit(Output{To: Destination{Kind: ToThread, Request: r.ID}, Reply: plain(text, actions(
+		buttons := actions(
 			Button{Label: "Extend 1h", Action: Action{Name: VerbExtend, Request: r.ID, Arg: "1h"}, Style: "primary"},
 			Button{Label: "Extend 4h", Action: Action{Name: VerbExtend, Request: r.ID, Arg: "4h"}},
 			Button{Label: "Release", Action: Action{Name: VerbRelease, Request: r.ID}, Style: "danger"},
-		))})
+		)
+		text := fmt.Sprintf("%s ends in %s (%s). Extend it or release the GPUs if you are done.", r.ID, fmtDuration(left), s.clock(end))
+		c.emit(Output{To: Destination{Kind: ToThread, Request: r.ID}, Reply: plain(text, buttons)},
+			s.dm(r.Requester, plain("Your request "+text, buttons)))
 	}
 	if changed || c.now.Sub(s.lastSync) >= refreshEvery {
 		s.refreshEstimates(c)

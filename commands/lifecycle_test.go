@@ -245,8 +245,9 @@ func TestEndReminder(t *testing.T) {
 		t.Errorf("before the reminder time: %v", dests(outs))
 	}
 	outs := e.advance(time.Minute)
-	diff(t, "destinations at 08:45", []string{"thread r1"}, dests(outs))
-	check(t, outs, want{"thread r1", "r1 ends in 15m (09:00). Extend it or release the GPUs if you are done."})
+	diff(t, "destinations at 08:45", []string{"thread r1", "person alice"}, dests(outs))
+	check(t, outs, want{"thread r1", "r1 ends in 15m (09:00). Extend it or release the GPUs if you are done."},
+		want{"person alice", "Your request r1 ends in 15m (09:00)."}, want{"person alice", "[Release]"})
 	diff(t, "buttons", []string{"Extend 1h: extend r1 1h", "Extend 4h: extend r1 4h", "Release: release r1"}, buttons(outs[0].Reply))
 	if !e.req("r1").EndWarned {
 		t.Errorf("r1 is not marked as warned")

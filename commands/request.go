@@ -45,6 +45,7 @@ func (s *Service) request(c *call, spec RequestSpec) {
 		}
 		s.audit(c, c.who.Name, "request", r.ID, "ok", detail+"; needs approval: "+strings.Join(r.Approval, ", "))
 		c.emit(Output{To: Destination{Kind: ToChannel, Channel: r.Channel, Request: r.ID}, Reply: s.card(c, r, nil)})
+		s.askApproval(c, r)
 		c.private(plain(fmt.Sprintf("%s needs approval (%s); %s can approve it. I posted it in %s and will tell you when it is decided.",
 			r.ID, strings.Join(r.Approval, "; "), orList(s.approvers(r.Team)), r.Channel)))
 		return
@@ -379,4 +380,23 @@ func orNone(xs []string) string {
 		return "none"
 	}
 	return strings.Join(xs, ", ")
+}
+
+// askApproval tells the team's leads (the admins, for a team without
+// leads) directly that r waits for them, with the buttons to decide.
+func (s *Service) askApproval(c *call, r records.Request) {
+	var deciders []string
+	if t, ok := s.teams[r.Team]; ok {
+		deciders = t.Leads
+	}
+	if len(deciders) == 0 {
+		deciders = s.admins()
+	}
+	for _, name := range deciders {
+		c.emit(s.dm(name, plain(fmt.Sprintf("%s's request %s (%s) needs your approval: %s. Its card is in %s.",
+			r.Requester, r.ID, describe(r), strings.Join(r.Approval, "; "), r.Channel), actions(
+			Button{Label: "Approve", Action: Action{Name: VerbApprove, Request: r.ID}, Style: "primary"},
+			Button{Label: "Deny", Action: Action{Name: VerbDeny, Request: r.ID}, Style: "danger"},
+		))))
+	}
 }

@@ -95,8 +95,10 @@ func TestRequest(t *testing.T) {
 		"needs approval: size": {
 			user: "alice", cmd: "request 16xh100 for 1h", id: "r1",
 			want:  decided{State: records.StateAwaitingApproval, Approval: []string{"more than 8 GPUs"}},
-			dests: []string{"channel #nlp r1", "sender"},
+			dests: []string{"channel #nlp r1", "person bob", "sender"},
 			says: []want{
+				{"person bob", "alice's request r1 (16× h100 for 1h, team nlp, priority normal) needs your approval: more than 8 GPUs. Its card is in #nlp."},
+				{"person bob", "[Approve]"},
 				{"channel #nlp r1", "r1 needs approval"},
 				{"channel #nlp r1", "Bob (lead of nlp) or carol (admin) can approve it; it holds no quota until then. If approved now it starts at once."},
 				{"channel #nlp r1", "[Approve]"},
@@ -108,8 +110,8 @@ func TestRequest(t *testing.T) {
 		"needs approval: priority": {
 			user: "dave", cmd: "request 8xh100 for 1h priority high", id: "r1",
 			want:  decided{State: records.StateAwaitingApproval, Approval: []string{"priority high"}},
-			dests: []string{"channel #vision r1", "sender"},
-			says:  []want{{"sender", "erin (lead of vision) or carol (admin) can approve it"}},
+			dests: []string{"channel #vision r1", "person erin", "sender"},
+			says:  []want{{"sender", "erin (lead of vision) or carol (admin) can approve it"}, {"person erin", "needs your approval: priority high"}},
 			audit: []string{"dave request r1 ok"},
 		},
 		"needs approval: borrowing": {
@@ -117,7 +119,7 @@ func TestRequest(t *testing.T) {
 			setup: [][2]string{{"alice", "request 8xh100 for 1h"}},
 			user:  "dave", cmd: "request 24xh100 for 1h", id: "r2",
 			want:  decided{State: records.StateAwaitingApproval, Approval: []string{"borrows 8 h100 GPUs beyond vision's quota"}},
-			dests: []string{"channel #vision r2", "sender"},
+			dests: []string{"channel #vision r2", "person erin", "sender"},
 			says:  []want{{"channel #vision r2", "If approved now it starts at once."}},
 			audit: []string{"dave request r2 ok"},
 		},

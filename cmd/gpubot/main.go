@@ -37,6 +37,7 @@ Usage:
 
 Commands:
   console   chat with gpubot in this terminal, on a simulated cluster
+            (or a real one with --kubeconfig)
   run       run the bot: on Slack (Socket Mode) when SLACK_BOT_TOKEN and
             SLACK_APP_TOKEN are set, otherwise the console (the default command)
   simulate  replay a GPU-cluster trace to compare policies and capacity
