@@ -221,7 +221,10 @@ type Event struct {
 	// EventPodsNotReady (0 when unknown).
 	Pods int
 	// Detail says briefly what is wrong, for EventPodsNotReady: for
-	// example "2 of 4 pods ready; pod x: ImagePullBackOff".
+	// example "2 of 4 pods ready; pod x: ImagePullBackOff". For
+	// EventFinished it says how the workload ended when that was not by
+	// running its duration (a real cluster's Job that completed or failed
+	// on its own: "its Job completed", "its Job failed: …"); "" otherwise.
 	Detail string
 }
 

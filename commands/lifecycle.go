@@ -106,8 +106,8 @@ func (s *Service) observe(c *call, events []allocator.Event, skip string) {
 			s.recordUsage(&c2, r)
 			r.State = records.StateFinished
 			r.EndedAt = ev.At
-			r.EndReason = "reached its requested time"
-			msg = fmt.Sprintf("Finished: ran %s and reached its requested time; %.0f GPU-hours used.", fmtDuration(ev.At.Sub(r.AdmittedAt)), float64(r.GPUs)*ev.At.Sub(r.AdmittedAt).Hours())
+			r.EndReason = cmp.Or(ev.Detail, "reached its requested time")
+			msg = fmt.Sprintf("Finished: ran %s and %s; %.0f GPU-hours used.", fmtDuration(ev.At.Sub(r.AdmittedAt)), r.EndReason, float64(r.GPUs)*ev.At.Sub(r.AdmittedAt).Hours())
 		default:
 			continue
 		}

@@ -300,6 +300,43 @@ func TestJobNameIsDeterministicAndValid(t *testing.T) {
 	}
 }
 
+// TestFinishedSaysHowItEnded: a Job that completes or fails on its own is
+// not reported as having reached its requested time; one Kueue stopped at
+// its maximum execution time is (no detail). A finished Job whose Workload
+// is gone says so from the Job's conditions.
+func TestFinishedSaysHowItEnded(t *testing.T) {
+	at := t0.Add(time.Hour)
+	finished := func(id, reason, msg string) (*batchv1.Job, *kueue.Workload) {
+		j := gpubotJob(id)
+		w := fakeWorkload("team-nlp", "job-"+id, 1, 8, j)
+		admit(w, "h100", t0)
+		w.Status.Conditions = append(w.Status.Conditions, cond(kueue.WorkloadFinished, metav1.ConditionTrue, at, reason, msg))
+		return j, w
+	}
+	j1, w1 := finished("r1", kueue.WorkloadFinishedReasonSucceeded, "Job finished successfully")
+	j2, w2 := finished("r2", kueue.WorkloadFinishedReasonFailed, "Job has reached the specified backoff limit.")
+	j3 := gpubotJob("r3")
+	w3 := fakeWorkload("team-nlp", "job-r3", 1, 8, j3)
+	admit(w3, "h100", t0)
+	w3.Spec.Active = ptr.To(false)
+	w3.Status.Conditions = append(w3.Status.Conditions,
+		cond(kueue.WorkloadDeactivationTarget, metav1.ConditionTrue, at, kueue.WorkloadMaximumExecutionTimeExceeded, "exceeding the maximum execution time"))
+	j4 := gpubotJob("r4") // its Workload is gone
+	j4.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "DeadlineExceeded", LastTransitionTime: metav1.NewTime(at)}}
+	f := newFake([]runtime.Object{gpuNode("n1", "r1", 8), j1, j2, j3, j4}, []runtime.Object{w1, w2, w3})
+	_, ev := startFake(t, f)
+	for id, want := range map[string]string{
+		"r1": "its Job completed",
+		"r2": "its Job failed: Job has reached the specified backoff limit",
+		"r3": "",
+		"r4": "its Job failed: DeadlineExceeded",
+	} {
+		if e := ev.wait(t, allocator.EventFinished, id); e.Detail != want {
+			t.Errorf("%s finished with detail %q, want %q", id, e.Detail, want)
+		}
+	}
+}
+
 // A workload that finished while gpubot was down is reported as admitted,
 // then finished, in that order, so that a queued request can end.
 func TestFinishedWhileDownIsReportedInOrder(t *testing.T) {

@@ -86,7 +86,7 @@ func (b *Bridge) diff() ([]allocator.Event, told) {
 				}
 				events = append(events, allocator.Event{Kind: allocator.EventAdmitted, ID: id, At: a.At, Admission: a})
 			}
-			events = append(events, allocator.Event{Kind: allocator.EventFinished, ID: id, At: o.at})
+			events = append(events, allocator.Event{Kind: allocator.EventFinished, ID: id, At: o.at, Detail: o.ended})
 		}
 		if cur == phaseAdmitted {
 			ev, m, wake := b.podsEvent(o, now)

@@ -150,6 +150,9 @@ func TestFidelityExampleSetup(t *testing.T) {
 	}
 	exampleNodes(s, "h100", "nvidia-h100-80gb", 2, 2, 4)
 	exampleNodes(s, "a100", "nvidia-a100-80gb", 1, 2, 4)
+	if err := k8senv.WaitNodesReady(s.ctx, s.kube, 24); err != nil {
+		t.Fatal(err)
+	}
 	s.cfg = k8sbridge.Config{
 		Teams:      []k8sbridge.Team{{Name: "nlp"}, {Name: "vision"}, {Name: "speech"}},
 		Flavors:    []allocator.Flavor{{Name: "h100", GPUsPerNode: 8}, {Name: "a100", GPUsPerNode: 8}},
@@ -157,7 +160,8 @@ func TestFidelityExampleSetup(t *testing.T) {
 		// Pods stay running on kwok for the whole test.
 		Templates: map[string][]byte{"": []byte(k8sbridge.DefaultJobTemplate + `    metadata:
       annotations:
-        pod-complete.stage.kwok.x-k8s.io/delay: "3600000"
+        pod-complete.stage.kwok.x-k8s.io/delay: 1h
+        pod-complete.stage.kwok.x-k8s.io/jitter-delay: 1h
 `)},
 	}
 	b := s.start()

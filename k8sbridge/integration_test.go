@@ -18,6 +18,7 @@ import (
 
 	"github.com/gpubot/gpubot/allocator"
 	"github.com/gpubot/gpubot/commands"
+	"github.com/gpubot/gpubot/k8sbridge/k8senv"
 )
 
 func TestAdmitWithinQuota(t *testing.T) {
@@ -194,6 +195,11 @@ func (s *scenario) fakeNodes(f string, racks, perRack int) {
 			}
 			s.t.Cleanup(func() { _ = s.kube.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{}) })
 		}
+	}
+	// Kueue's topology-aware scheduling ignores nodes until they are
+	// ready and untainted.
+	if err := k8senv.WaitNodesReady(s.ctx, s.kube, racks*perRack); err != nil {
+		s.t.Fatal(err)
 	}
 }
 

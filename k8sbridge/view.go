@@ -46,6 +46,9 @@ type owned struct {
 	w     allocator.Workload
 	phase phase
 	at    time.Time // when it entered phase (admitted or finished)
+	// ended says how a finished workload ended when it did not reach its
+	// maximum execution time: "its Job completed", "its Job failed: …".
+	ended string
 	// preemptedBy is the Workload UID named by Kueue's Preempted condition.
 	preemptedBy string
 	inactive    bool
@@ -330,6 +333,9 @@ func (b *Bridge) readWorkloads(v *view, flavors map[string]*flavorInfo, cqName m
 		w, ph, at, ok := b.workload(wl, id, flavors, cqName)
 		if o != nil {
 			o.wl, o.phase, o.at = wl, ph, at
+			if ph == phaseFinished {
+				o.ended = workloadEnded(wl)
+			}
 			o.inactive = wl.Spec.Active != nil && !*wl.Spec.Active
 			if c := apimeta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadPreempted); c != nil && c.Status == metav1.ConditionTrue {
 				o.preemptedBy = preemptorUID(c.Message)
@@ -351,7 +357,7 @@ func (b *Bridge) readWorkloads(v *view, flavors map[string]*flavorInfo, cqName m
 			continue
 		}
 		if jobFinished(o.job) {
-			o.phase = phaseFinished
+			o.phase, o.ended = phaseFinished, jobEnded(o.job)
 			o.at = o.job.CreationTimestamp.Time
 			if o.job.Status.CompletionTime != nil {
 				o.at = o.job.Status.CompletionTime.Time
@@ -509,6 +515,48 @@ func (b *Bridge) podNodes(j *batchv1.Job) []string {
 
 // maxExecTimeExceeded returns the condition saying that Kueue ended the
 // workload at its maximum execution time (the requested duration), or nil.
+// workloadEnded says how a finished Workload ended: "" when Kueue stopped
+// it at its maximum execution time (the request's time was up), else what
+// its Job did, from Kueue's Finished condition.
+func workloadEnded(wl *kueue.Workload) string {
+	c := apimeta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadFinished)
+	if c == nil || c.Status != metav1.ConditionTrue {
+		return ""
+	}
+	switch c.Reason {
+	case kueue.WorkloadFinishedReasonSucceeded:
+		return "its Job completed"
+	case kueue.WorkloadFinishedReasonFailed:
+		return "its Job failed" + suffixed(c.Message)
+	}
+	return "its Job ended" + suffixed(c.Message)
+}
+
+// jobEnded is workloadEnded for a finished Job whose Workload is gone.
+func jobEnded(j *batchv1.Job) string {
+	for _, c := range j.Status.Conditions {
+		if c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch c.Type {
+		case batchv1.JobComplete:
+			return "its Job completed"
+		case batchv1.JobFailed:
+			return "its Job failed" + suffixed(cmp.Or(c.Message, c.Reason))
+		}
+	}
+	return ""
+}
+
+// suffixed is ": msg" without a final period, or "" for no message.
+func suffixed(msg string) string {
+	msg = strings.TrimRight(strings.TrimSpace(msg), ".")
+	if msg == "" {
+		return ""
+	}
+	return ": " + msg
+}
+
 func maxExecTimeExceeded(wl *kueue.Workload) *metav1.Condition {
 	for _, typ := range []string{kueue.WorkloadDeactivationTarget, kueue.WorkloadEvicted} {
 		if c := apimeta.FindStatusCondition(wl.Status.Conditions, typ); c != nil && c.Status == metav1.ConditionTrue &&

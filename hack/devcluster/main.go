@@ -102,7 +102,8 @@ func writeConfig(path string, templates []string) error {
         template:
           metadata:
             annotations:
-              pod-complete.stage.kwok.x-k8s.io/delay: "31536000000"
+              pod-complete.stage.kwok.x-k8s.io/delay: 8760h
+              pod-complete.stage.kwok.x-k8s.io/jitter-delay: 8760h
           spec:
             restartPolicy: Never
             containers: [{name: main, image: registry.k8s.io/pause:3.10}]

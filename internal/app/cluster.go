@@ -46,6 +46,7 @@ func bridgeConfig(cfg *config.Config) k8sbridge.Config {
 		Flavors: cl.Flavors, FallbackNodes: cl.Nodes, Policy: cl.Policy,
 		Priorities: map[string]int32{}, Templates: maps.Clone(k.JobTemplates),
 		GPUResource: k.GPUResource, BlockLabel: k.BlockLabel, RackLabel: k.RackLabel, HostLabel: k.HostLabel,
+		PodsReadyTimeout: k.PodsReadyTimeout,
 	}
 	for _, p := range set.Priorities {
 		bc.Priorities[p.Name] = p.Value

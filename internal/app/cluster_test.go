@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpubot/gpubot/deploy"
+	"github.com/gpubot/gpubot/internal/config"
 	"github.com/gpubot/gpubot/records"
 	"github.com/gpubot/gpubot/store"
 )
@@ -88,6 +90,23 @@ func TestHealthReadinessAndMetrics(t *testing.T) {
 		`gpubot_kubernetes_api_request_duration_seconds_count{code="200",method="GET"} 1`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+}
+
+// TestBridgeConfigPodsReadyTimeout: kubernetes.podsReadyTimeout reaches
+// the bridge; unset, the bridge's default applies.
+func TestBridgeConfigPodsReadyTimeout(t *testing.T) {
+	for extra, want := range map[string]time.Duration{
+		"":                                       0,
+		"kubernetes:\n  podsReadyTimeout: 25m\n": 25 * time.Minute,
+	} {
+		cfg, err := config.Parse("gpubot.yaml", append(append([]byte{}, deploy.ExampleConfig...), "\n"+extra...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := bridgeConfig(cfg).PodsReadyTimeout; got != want {
+			t.Errorf("with %q: PodsReadyTimeout %s, want %s", extra, got, want)
 		}
 	}
 }

@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,13 +22,14 @@ import (
 	"github.com/gpubot/gpubot/internal/app"
 )
 
-// The example configuration's channels, as Slack channel IDs (the fake,
-// like Slack's conversations API, knows channels by ID).
+// The example configuration's channels, by name as the example writes
+// them: gpubot posts to the name and Slack (the fake too) answers with the
+// channel's ID, which the cards' threads and updates must use.
 const (
-	chNLP    = "C0GPUNLP"
-	chVision = "C0GPUVISION"
-	chGPU    = "C0GPU"
-	chRandom = "C0RANDOM" // where people type commands
+	chNLP    = "#gpu-nlp"
+	chVision = "#gpu-vision"
+	chGPU    = "#gpu"
+	chRandom = "#random" // where people type commands
 )
 
 // Users of the example configuration, in the fake workspace.
@@ -40,13 +44,12 @@ var exampleUsers = []slackfake.User{
 	{ID: "U0MALLORY", Name: "mallory", Email: "mallory@example.com"},
 }
 
-// exampleConfig writes the bundled example with channel IDs for names and
-// extra YAML appended, and returns its path.
+// exampleConfig writes the bundled example with extra YAML appended, and
+// returns its path.
 func exampleConfig(t testing.TB, extra string) string {
 	t.Helper()
-	src := strings.NewReplacer(`"#gpu-nlp"`, chNLP, `"#gpu-vision"`, chVision, `"#gpu"`, chGPU).Replace(string(deploy.ExampleConfig))
 	path := filepath.Join(t.TempDir(), "gpubot.yaml")
-	if err := os.WriteFile(path, []byte(src+"\n"+extra), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(string(deploy.ExampleConfig)+"\n"+extra), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return path
@@ -84,25 +87,57 @@ func startSlackBotAt(t testing.TB, fake *slackfake.Server, dir, config string, c
 	if clk == nil {
 		clk = clocktesting.NewFakeClock(start)
 	}
+	return runSlackBot(t, fake, dir, config, clk, app.ClusterOptions{HTTPAddr: addr})
+}
+
+// runSlackBot runs gpubot on fake through app.Run until the test ends: on
+// the simulated cluster, following clk, or, when cluster names one, on a
+// real cluster, where time is real and clk is nil.
+func runSlackBot(t testing.TB, fake *slackfake.Server, dir, config string, clk *clocktesting.FakeClock, cluster app.ClusterOptions) *slackBot {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &slackBot{t: t, fake: fake, clock: clk, dir: dir, config: config, cancel: cancel, done: make(chan error, 1)}
-	go func() {
-		b.done <- app.Run(ctx, app.Options{
-			ConfigPath: config,
-			DataDir:    dir,
-			LogFile:    filepath.Join(dir, "test.log"),
-			LogLevel:   slog.LevelDebug,
-			Clock:      clk,
-			Slack:      app.SlackOptions{BotToken: slackfake.BotToken, AppToken: slackfake.AppToken, APIURL: fake.APIURL()},
-			Cluster:    app.ClusterOptions{HTTPAddr: addr},
-		})
-	}()
+	o := app.Options{
+		ConfigPath: config,
+		DataDir:    dir,
+		LogFile:    filepath.Join(dir, "test.log"),
+		LogLevel:   slog.LevelDebug,
+		Slack:      app.SlackOptions{BotToken: slackfake.BotToken, AppToken: slackfake.AppToken, APIURL: fake.APIURL()},
+		Cluster:    cluster,
+	}
+	if clk != nil {
+		o.Clock = clk
+	}
+	go func() { b.done <- app.Run(ctx, o) }()
 	t.Cleanup(func() {
 		if err := b.stop(); err != nil {
 			t.Errorf("app.Run: %v", err)
 		}
 	})
 	return b
+}
+
+// freeAddr returns a local address nothing listens on, for --http-addr.
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// httpGet fetches path from the health and metrics server at addr; the
+// status is 0 (and the body the error) when nothing answers.
+func httpGet(addr, path string) (int, string) {
+	resp, err := http.Get("http://" + addr + path)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
 }
 
 // stop stops the bot and returns what Run returned.
@@ -264,7 +299,9 @@ func inOrder(got, phrases []string) bool {
 	return i == len(phrases)
 }
 
-// noUnacked fails if an envelope waited for its ack longer than Slack's 3 s.
+// noUnacked fails if an envelope waited for its ack longer than Slack's
+// 3 s, or if Slack refused a call for its channel (a channel's name where
+// Slack wants the ID it answered when the card was posted).
 func noUnacked(t testing.TB, fake *slackfake.Server) {
 	t.Helper()
 	if u := fake.Unacked(); len(u) > 0 {
@@ -273,6 +310,11 @@ func noUnacked(t testing.TB, fake *slackfake.Server) {
 	for _, a := range fake.Acks() {
 		if a.Latency > 3*time.Second {
 			t.Errorf("envelope %s acked after %s", a.EnvelopeID, a.Latency)
+		}
+	}
+	for _, c := range fake.Calls("") {
+		if c.Error == "channel_not_found" {
+			t.Errorf("%s refused: channel_not_found (channel %q)", c.Method, c.Params.Get("channel"))
 		}
 	}
 }

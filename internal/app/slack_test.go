@@ -3,8 +3,6 @@ package app_test
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -412,12 +410,7 @@ func TestSlackRefusedTokens(t *testing.T) {
 // not know is told how to get added, in private and on App Home.
 func TestSlackHealthMetricsAndStrangers(t *testing.T) {
 	fake := startFake(t)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := freeAddr(t)
 	b := startSlackBotAt(t, fake, t.TempDir(), exampleConfig(t, fastPosting), nil, addr)
 	b.command("U0MALLORY", chRandom, "status")
 	b.ephemeral("U0MALLORY", "I don't know who you are")
@@ -435,15 +428,7 @@ func TestSlackHealthMetricsAndStrangers(t *testing.T) {
 	})
 	b.command("U0DAVE", chRandom, "request 8xh100 for 4h")
 	b.card(chVision, "r10")
-	get := func(path string) (int, string) {
-		resp, err := http.Get("http://" + addr + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(body)
-	}
+	get := func(path string) (int, string) { return httpGet(addr, path) }
 	if code, body := get("/readyz"); code != http.StatusOK {
 		t.Errorf("/readyz: %d %s", code, body)
 	}

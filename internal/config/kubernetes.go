@@ -2,6 +2,7 @@ package config
 
 import (
 	"maps"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -23,6 +24,10 @@ type Kubernetes struct {
 	// labels of the topology levels for flavors without a Kueue Topology
 	// ("" for GKE's defaults).
 	GPUResource, BlockLabel, RackLabel, HostLabel string
+	// PodsReadyTimeout is how long after admission a workload's pods may
+	// take to become ready before gpubot reports them not ready (0 for the
+	// bridge's default, 10 minutes).
+	PodsReadyTimeout time.Duration
 }
 
 // Kubernetes returns the kubernetes section and the teams' namespace and
@@ -40,12 +45,15 @@ func (p *parser) kubernetes(n *yaml.Node) {
 	if n == nil {
 		return
 	}
-	f := p.mapping(n, "kubernetes", "jobTemplates", "gpuResource", "blockLabel", "rackLabel", "hostLabel")
+	f := p.mapping(n, "kubernetes", "jobTemplates", "gpuResource", "blockLabel", "rackLabel", "hostLabel", "podsReadyTimeout")
 	k := &p.cfg.kube
 	for key, out := range map[string]*string{"gpuResource": &k.GPUResource, "blockLabel": &k.BlockLabel, "rackLabel": &k.RackLabel, "hostLabel": &k.HostLabel} {
 		if v := f.get(key); v != nil {
 			*out, _ = p.str(v, field("kubernetes", key))
 		}
+	}
+	if v := f.get("podsReadyTimeout"); v != nil {
+		k.PodsReadyTimeout, _ = p.duration(v, "kubernetes.podsReadyTimeout")
 	}
 	t := f.get("jobTemplates")
 	if t == nil {

@@ -3,6 +3,7 @@ package config
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -46,5 +47,38 @@ kubernetes:
 	_, err = Parse("gpubot.yaml", []byte(bad))
 	if err == nil || !strings.Contains(err.Error(), "kubernetes.jobTemplates.nope") {
 		t.Errorf("unknown template: %v", err)
+	}
+}
+
+func TestKubernetesPodsReadyTimeout(t *testing.T) {
+	c, err := Parse("gpubot.yaml", []byte(minimal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Kubernetes().PodsReadyTimeout; got != 0 {
+		t.Errorf("default: %s, want 0 (the bridge's 10 minutes)", got)
+	}
+	c, err = Parse("gpubot.yaml", []byte(minimal+"kubernetes:\n  podsReadyTimeout: 1h30m\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Kubernetes().PodsReadyTimeout; got != 90*time.Minute {
+		t.Errorf("podsReadyTimeout: %s, want 1h30m", got)
+	}
+
+	for value, want := range map[string]string{
+		"0m":                         `gpubot.yaml:6:21: kubernetes.podsReadyTimeout: invalid duration "0m": must be more than zero`,
+		"-5m":                        `gpubot.yaml:6:21: kubernetes.podsReadyTimeout: invalid duration "-5m": negative durations are not allowed`,
+		"30s":                        `gpubot.yaml:6:21: kubernetes.podsReadyTimeout: invalid duration "30s": unknown unit 's' (use m, h or d)`,
+		"10":                         "gpubot.yaml:6:21: kubernetes.podsReadyTimeout: must be a duration like 90m, 6h or 2d, not the integer 10",
+		"{m: 10}":                    "gpubot.yaml:6:21: kubernetes.podsReadyTimeout: must be a duration like 90m, 6h or 2d, not a mapping",
+		`"often"`:                    `gpubot.yaml:6:21: kubernetes.podsReadyTimeout: invalid duration "often"`,
+		"[10m]":                      "gpubot.yaml:6:21: kubernetes.podsReadyTimeout: must be a duration like 90m, 6h or 2d, not a list",
+		"10m\n  podReadyTimeout: 5m": `gpubot.yaml:7:3: kubernetes.podReadyTimeout: unknown key "podReadyTimeout"; did you mean "podsReadyTimeout"?`,
+	} {
+		_, err := Parse("gpubot.yaml", []byte(minimal+"kubernetes:\n  podsReadyTimeout: "+value+"\n"))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("podsReadyTimeout: %s: got %v, want an error with %q", value, err, want)
+		}
 	}
 }

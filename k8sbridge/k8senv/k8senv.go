@@ -142,6 +142,10 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 		return nil, err
 	}
 	e.Config = admin.Config()
+	// client-go's default (5 requests a second, bursts of 10) would make
+	// setting up a cluster of a few dozen fake nodes take a quarter of a
+	// minute; the tests' own clients need no throttling.
+	e.Config.QPS, e.Config.Burst = 200, 400
 	if err := e.startKueue(ctx, o); err != nil {
 		return nil, err
 	}

@@ -3,10 +3,14 @@ package k8senv
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 	kueueclient "sigs.k8s.io/kueue/client-go/clientset/versioned"
@@ -56,7 +60,8 @@ func CreateFakeNodes(ctx context.Context, kube kubernetes.Interface, nodes []Fak
 // Example applies a Kueue setup (such as deploy/kueue/setup.yaml) and
 // creates fake nodes for the given simulated nodes, labelled with their
 // flavor's node labels and GKE's block and sub-block labels, so that the
-// cluster matches a gpubot configuration's simulated cluster.
+// cluster matches a gpubot configuration's simulated cluster. It returns
+// once the nodes are ready (WaitNodesReady).
 func (e *Env) Example(ctx context.Context, setup string, nodes []allocator.Node) error {
 	if _, err := ApplyFile(ctx, e.Config, setup, ""); err != nil {
 		return err
@@ -74,5 +79,52 @@ func (e *Env) Example(ctx context.Context, setup string, nodes []allocator.Node)
 		}
 		fake = append(fake, FakeNode{Name: n.Name, GPUs: n.GPUs, Labels: labels})
 	}
-	return CreateFakeNodes(ctx, kubernetes.NewForConfigOrDie(e.Config), fake)
+	kube := kubernetes.NewForConfigOrDie(e.Config)
+	if err := CreateFakeNodes(ctx, kube, fake); err != nil {
+		return err
+	}
+	return WaitNodesReady(ctx, kube, len(fake))
+}
+
+// RunFor returns pod annotations that make kwok keep a Job's pod running
+// for d before it completes; without them kwok completes it 1 to 6 s after
+// it runs. kwok reads both as Go durations ("1h"; a bare number of
+// milliseconds is ignored), and waits the smaller of the delay and the
+// jitter, so both are set.
+func RunFor(d time.Duration) map[string]string {
+	return map[string]string{
+		"pod-complete.stage.kwok.x-k8s.io/delay":        d.String(),
+		"pod-complete.stage.kwok.x-k8s.io/jitter-delay": d.String(),
+	}
+}
+
+// WaitNodesReady waits until there are at least n nodes and every node is
+// Ready, as kwok makes its fake nodes a moment after they are created, and
+// free of the node lifecycle controller's taints (node.kubernetes.io/…,
+// removed a few seconds after the node is ready). Kueue's topology-aware
+// scheduling counts only nodes that are ready and untainted, so a test that
+// submits work before can see it placed on another flavor.
+func WaitNodesReady(ctx context.Context, kube kubernetes.Interface, n int) error {
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		nodes, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil || len(nodes.Items) < n {
+			return false, nil
+		}
+		for _, node := range nodes.Items {
+			ready := false
+			for _, c := range node.Status.Conditions {
+				ready = ready || (c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue)
+			}
+			if !ready || slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool {
+				return strings.HasPrefix(t.Key, "node.kubernetes.io/")
+			}) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for %d ready nodes: %w", n, err)
+	}
+	return nil
 }

@@ -1,6 +1,8 @@
 package slackfake
 
 import (
+	"crypto/sha256"
+	"encoding/base32"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -61,7 +63,18 @@ func hasBlocks(b json.RawMessage) bool { return len(b) > 0 && string(b) != "[]" 
 
 // resolveChannelLocked maps a channel argument to a channel ID: C… and G…
 // are channels, D… must have been opened, U…/W… posts to the user's DM.
-func (s *Server) resolveChannelLocked(ch string) (string, *apiError) {
+// byName also accepts a channel's name, "#gpu-nlp" or "gpu-nlp", as Slack's
+// chat.postMessage and chat.postEphemeral do; the methods that act on a
+// message Slack returned (chat.update, chat.delete, chat.getPermalink…) want
+// the ID, and a name gets channel_not_found, as from Slack.
+func (s *Server) resolveChannelLocked(ch string, byName bool) (string, *apiError) {
+	if name, ok := channelNameOf(ch); ok {
+		if !byName {
+			s.logf("channel %q is a name; this method wants the channel's ID (%s)", ch, s.channelIDLocked(name))
+			return "", fail("channel_not_found")
+		}
+		return s.channelIDLocked(name), nil
+	}
 	switch {
 	case ch == "":
 		return "", fail("channel_not_found")
@@ -80,6 +93,54 @@ func (s *Server) resolveChannelLocked(ch string) (string, *apiError) {
 		}
 	}
 	return "", fail("channel_not_found")
+}
+
+// channelNameOf reports whether ch is a channel name rather than an ID, and
+// returns the name without its "#". IDs are upper case (C0GPU, D0000001);
+// names are lower case letters, digits, "-", "_" and ".", up to 80 characters,
+// optionally after a "#".
+func channelNameOf(ch string) (string, bool) {
+	name := strings.TrimPrefix(ch, "#")
+	if name == "" || len(name) > 80 {
+		return "", false
+	}
+	for _, r := range name {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-', r == '_', r == '.':
+		default:
+			return "", false
+		}
+	}
+	return name, true
+}
+
+// channelIDLocked returns the ID of the channel with this name (without
+// "#"): a stable ID made from the name, the same in every fake, so that
+// logs and failures read the same from run to run.
+func (s *Server) channelIDLocked(name string) string {
+	if id, ok := s.chanByName[name]; ok {
+		return id
+	}
+	sum := sha256.Sum256([]byte("slackfake channel " + name))
+	id := "C" + base32.StdEncoding.EncodeToString(sum[:])[:10]
+	if _, taken := s.nameByChan[id]; taken {
+		id = s.nextIDLocked("C") // a collision of 50 bits: never, but stay correct
+	}
+	s.chanByName[name], s.nameByChan[id] = id, name
+	return id
+}
+
+// ChannelID returns the ID Slack answers for a channel name ("#gpu-nlp" or
+// "gpu-nlp"): chat.postMessage to the name posts in, and returns, this ID.
+// Given an ID, it returns it unchanged.
+func (s *Server) ChannelID(channel string) string {
+	name, ok := channelNameOf(channel)
+	if !ok {
+		return channel
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.channelIDLocked(name)
 }
 
 // dmLocked returns the user's DM channel with the bot, opening it if needed;
@@ -126,7 +187,7 @@ func (s *Server) chatPostMessage(r *request) (map[string]any, *apiError) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ch, e := s.resolveChannelLocked(r.str("channel"))
+	ch, e := s.resolveChannelLocked(r.str("channel"), true)
 	if e != nil {
 		return nil, e
 	}
@@ -150,7 +211,7 @@ func (s *Server) chatPostMessage(r *request) (map[string]any, *apiError) {
 // ownMessageLocked finds the message of a chat.update or chat.delete (channel,
 // ts), which must be the bot's; notMine is the error when it is someone else's.
 func (s *Server) ownMessageLocked(r *request, notMine string) (string, *Message, *apiError) {
-	ch, e := s.resolveChannelLocked(r.str("channel"))
+	ch, e := s.resolveChannelLocked(r.str("channel"), false)
 	if e != nil {
 		return "", nil, e
 	}
@@ -214,7 +275,7 @@ func (s *Server) chatPostEphemeral(r *request) (map[string]any, *apiError) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ch, e := s.resolveChannelLocked(r.str("channel"))
+	ch, e := s.resolveChannelLocked(r.str("channel"), true)
 	if e != nil {
 		return nil, e
 	}
@@ -234,7 +295,7 @@ func (s *Server) chatPostEphemeral(r *request) (map[string]any, *apiError) {
 func (s *Server) chatGetPermalink(r *request) (map[string]any, *apiError) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ch, e := s.resolveChannelLocked(r.str("channel"))
+	ch, e := s.resolveChannelLocked(r.str("channel"), false)
 	if e != nil {
 		return nil, e
 	}
@@ -262,7 +323,7 @@ func (s *Server) conversationsOpen(r *request) (map[string]any, *apiError) {
 	existed := false
 	switch {
 	case len(users) == 0 && r.str("channel") != "":
-		ch, e := s.resolveChannelLocked(r.str("channel"))
+		ch, e := s.resolveChannelLocked(r.str("channel"), false)
 		if e != nil {
 			return nil, e
 		}

@@ -112,7 +112,14 @@
 // Time is real (message timestamps and trigger expiry use the wall clock). The
 // fake keeps one workspace ([TeamID]) and one app ([AppID]); channels need not
 // be created: any ID starting with C or G is a channel, D… channels come from
-// conversations.open, and posting to a user ID posts to that user's DM. Not
+// conversations.open, and posting to a user ID posts to that user's DM. As on
+// Slack, chat.postMessage and chat.postEphemeral also take a channel's name
+// ("#gpu-nlp" or "gpu-nlp"): the fake gives each name a stable ID
+// ([Server.ChannelID]), answers with it and keeps the messages under it;
+// chat.update, chat.delete, chat.getPermalink, conversations.open and
+// files.completeUploadExternal want the ID and answer channel_not_found to a
+// name. [Server.Messages], [Server.Thread], [Server.SlashCommand] and
+// [Server.ClickButton] accept either. Not
 // implemented: Events API message events, chat.scheduleMessage, reactions,
 // conversations.history, view_closed, block_suggestion, user groups.
 package slackfake

@@ -16,16 +16,29 @@ func (s *Server) userNameLocked(user string) string {
 	return strings.ToLower(user)
 }
 
-// channelName is what Slack puts in channel_name: the fake has no channel
-// names, so C… channels are named after their ID.
-func channelName(ch string) string {
+// channelNameLocked is what Slack puts in channel_name: the name a channel
+// was given (see ChannelID), else, for channels the fake knows only by ID,
+// the ID in lower case.
+func (s *Server) channelNameLocked(ch string) string {
 	switch {
 	case strings.HasPrefix(ch, "D"):
 		return "directmessage"
 	case strings.HasPrefix(ch, "G"):
 		return "privategroup"
 	}
+	if name, ok := s.nameByChan[ch]; ok {
+		return name
+	}
 	return strings.ToLower(ch)
+}
+
+// channelArgLocked is a driver's channel argument as Slack sends it: the
+// ID, for a channel given by name.
+func (s *Server) channelArgLocked(ch string) string {
+	if name, ok := channelNameOf(ch); ok {
+		return s.channelIDLocked(name)
+	}
+	return ch
 }
 
 func (s *Server) userObjLocked(user string) map[string]any {
@@ -45,12 +58,14 @@ func mustJSON(v any) json.RawMessage {
 	return b
 }
 
-// SlashCommand delivers "/gpu text" typed by user in channel, as a
-// slash_commands envelope (accepts_response_payload: true) with a
-// response_url and a trigger_id, and returns its envelope_id.
+// SlashCommand delivers "/gpu text" typed by user in channel (an ID, or a
+// name such as "#random", sent as its ID), as a slash_commands envelope
+// (accepts_response_payload: true) with a response_url and a trigger_id,
+// and returns its envelope_id.
 func (s *Server) SlashCommand(user, channel, text string) string {
-	env := &envelope{Envelope: Envelope{ID: newEnvelopeID(), Type: "slash_commands"}, accepts: true, kind: "slash_commands", user: user, channel: channel}
 	s.mu.Lock()
+	channel = s.channelArgLocked(channel)
+	env := &envelope{Envelope: Envelope{ID: newEnvelopeID(), Type: "slash_commands"}, accepts: true, kind: "slash_commands", user: user, channel: channel}
 	ru := s.newResponseURLLocked("slash_commands", user, channel, "")
 	ru.envelopeID = env.ID
 	env.payload = mustJSON(map[string]any{
@@ -58,7 +73,7 @@ func (s *Server) SlashCommand(user, channel, text string) string {
 		"team_id":               TeamID,
 		"team_domain":           TeamDomain,
 		"channel_id":            channel,
-		"channel_name":          channelName(channel),
+		"channel_name":          s.channelNameLocked(channel),
 		"user_id":               user,
 		"user_name":             s.userNameLocked(user),
 		"command":               Command,
@@ -171,8 +186,9 @@ func (s *Server) actionLocked(blocks []any, where, actionID, blockID, value stri
 // A click on an ephemeral message (from Ephemerals) sets
 // container.is_ephemeral and has no message, as Slack sends it.
 func (s *Server) ClickButton(user, channel, messageTS, actionID, blockID, value string) string {
-	env := &envelope{Envelope: Envelope{ID: newEnvelopeID(), Type: "interactive"}, kind: "block_actions", user: user, channel: channel}
 	s.mu.Lock()
+	channel = s.channelArgLocked(channel)
+	env := &envelope{Envelope: Envelope{ID: newEnvelopeID(), Type: "interactive"}, kind: "block_actions", user: user, channel: channel}
 	msg := s.findLocked(channel, messageTS)
 	ephemeral := false
 	if msg == nil {
@@ -201,7 +217,7 @@ func (s *Server) ClickButton(user, channel, messageTS, actionID, blockID, value 
 		"team":                  teamObj(),
 		"enterprise":            nil,
 		"is_enterprise_install": false,
-		"channel":               map[string]any{"id": channel, "name": channelName(channel)},
+		"channel":               map[string]any{"id": channel, "name": s.channelNameLocked(channel)},
 		"state":                 map[string]any{"values": map[string]any{}},
 		"response_url":          ru.url,
 		"actions":               []any{s.actionLocked(blocks, "message "+messageTS, actionID, blockID, value)},

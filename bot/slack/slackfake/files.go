@@ -90,7 +90,7 @@ func (s *Server) filesCompleteUploadExternal(r *request) (map[string]any, *apiEr
 		channel, _, _ = strings.Cut(r.str("channels"), ",")
 	}
 	if channel != "" {
-		ch, e := s.resolveChannelLocked(channel)
+		ch, e := s.resolveChannelLocked(channel, false)
 		if e != nil {
 			return nil, e
 		}

@@ -20,14 +20,17 @@ func (s *Server) selectMessages(ephemeral bool, keep func(*Message) bool) []Mess
 
 // Messages returns the messages in a channel (including the bot's DMs, D…),
 // in post order, deleted ones included with Deleted set. Thread replies are
-// included; see Thread.
+// included; see Thread. channel is an ID or a channel's name ("#gpu-nlp" or
+// "gpu-nlp"); messages are kept under the ID, as Slack does.
 func (s *Server) Messages(channel string) []Message {
+	channel = s.ChannelID(channel)
 	return s.selectMessages(false, func(m *Message) bool { return m.Channel == channel })
 }
 
-// Thread returns the message ts in channel followed by its replies, in post
-// order; nil when there is no such message.
+// Thread returns the message ts in channel (an ID or a name) followed by
+// its replies, in post order; nil when there is no such message.
 func (s *Server) Thread(channel, ts string) []Message {
+	channel = s.ChannelID(channel)
 	out := s.selectMessages(false, func(m *Message) bool {
 		return m.Channel == channel && (m.TS == ts && m.ThreadTS == "" || m.ThreadTS == ts)
 	})

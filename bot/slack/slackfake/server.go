@@ -43,14 +43,17 @@ type Server struct {
 	messages  []*Message // every channel message, in post order
 	ephemeral []*Message
 	dmByUser  map[string]string // user → D channel
-	triggers  map[string]trigger
-	responses map[string]*responseURL
-	posts     []ResponsePost
-	views     []View
-	openViews map[string]*openView // view ID → view
-	lastModal map[string]string    // user → view ID of the latest modal
-	files     []*File
-	fileByID  map[string]*File
+	// Channels known by name (chat.postMessage to "#gpu-nlp"…).
+	chanByName map[string]string // name without "#" → C… ID
+	nameByChan map[string]string // C… ID → name
+	triggers   map[string]trigger
+	responses  map[string]*responseURL
+	posts      []ResponsePost
+	views      []View
+	openViews  map[string]*openView // view ID → view
+	lastModal  map[string]string    // user → view ID of the latest modal
+	files      []*File
+	fileByID   map[string]*File
 }
 
 type config struct {
@@ -151,19 +154,21 @@ func New(opts ...Option) *Server {
 		opt(&cfg)
 	}
 	s := &Server{
-		cfg:       cfg,
-		changed:   make(chan struct{}),
-		users:     make(map[string]User),
-		tickets:   make(map[string]bool),
-		conns:     make(map[int]*wsConn),
-		envByID:   make(map[string]*envelope),
-		faults:    make(map[string][]fault),
-		dmByUser:  make(map[string]string),
-		triggers:  make(map[string]trigger),
-		responses: make(map[string]*responseURL),
-		openViews: make(map[string]*openView),
-		lastModal: make(map[string]string),
-		fileByID:  make(map[string]*File),
+		cfg:        cfg,
+		changed:    make(chan struct{}),
+		users:      make(map[string]User),
+		tickets:    make(map[string]bool),
+		conns:      make(map[int]*wsConn),
+		envByID:    make(map[string]*envelope),
+		faults:     make(map[string][]fault),
+		dmByUser:   make(map[string]string),
+		chanByName: make(map[string]string),
+		nameByChan: make(map[string]string),
+		triggers:   make(map[string]trigger),
+		responses:  make(map[string]*responseURL),
+		openViews:  make(map[string]*openView),
+		lastModal:  make(map[string]string),
+		fileByID:   make(map[string]*File),
 	}
 	for _, u := range cfg.users {
 		if u.RealName == "" {

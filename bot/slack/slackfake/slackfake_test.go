@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -447,5 +448,78 @@ func TestUnacked(t *testing.T) {
 	}
 	if u := s.Unacked(); u[0].ID != id || u[0].Acked {
 		t.Errorf("unacked = %+v", u)
+	}
+}
+
+// TestChannelNames: chat.postMessage and chat.postEphemeral take a
+// channel's name, with or without "#", and Slack answers with the
+// channel's ID, under which the messages are kept; the methods that act
+// on a posted message want that ID.
+func TestChannelNames(t *testing.T) {
+	s := slackfake.Start(t)
+	api := newAPI(s)
+	ctx := ctxT(t)
+	id := s.ChannelID("#gpu-nlp")
+	if !regexp.MustCompile(`^C[A-Z0-9]{8,}$`).MatchString(id) {
+		t.Fatalf("ChannelID(#gpu-nlp) = %q, want a channel ID", id)
+	}
+	if other := slackfake.New(); other.ChannelID("gpu-nlp") != id {
+		t.Errorf("another fake gives gpu-nlp the ID %s, not %s", other.ChannelID("gpu-nlp"), id)
+	} else {
+		other.Close()
+	}
+	if s.ChannelID("gpu-nlp") != id || s.ChannelID(id) != id || s.ChannelID("#gpu-vision") == id {
+		t.Errorf("IDs: gpu-nlp %s, %s → %s, #gpu-vision %s", s.ChannelID("gpu-nlp"), id, s.ChannelID(id), s.ChannelID("#gpu-vision"))
+	}
+
+	ch, card, err := api.PostMessageContext(ctx, "#gpu-nlp", slack.MsgOptionText("card", false))
+	if err != nil || ch != id {
+		t.Fatalf("post to #gpu-nlp answered channel %q, %v; want %s", ch, err, id)
+	}
+	ch2, _, err := api.PostMessageContext(ctx, "gpu-nlp", slack.MsgOptionText("reply", false), slack.MsgOptionTS(card))
+	if err != nil || ch2 != id {
+		t.Fatalf("reply to gpu-nlp answered channel %q, %v; want %s", ch2, err, id)
+	}
+	for _, name := range []string{"#gpu-nlp", "gpu-nlp", id} {
+		ms := s.Messages(name)
+		if len(ms) != 2 || ms[0].Channel != id || ms[1].Channel != id {
+			t.Errorf("Messages(%s) = %+v", name, ms)
+		}
+		if th := s.Thread(name, card); len(th) != 2 || th[1].Text != "reply" {
+			t.Errorf("Thread(%s) = %+v", name, th)
+		}
+	}
+	if _, err := api.PostEphemeralContext(ctx, "#gpu-nlp", "U0BOB", slack.MsgOptionText("only you", false)); err != nil {
+		t.Fatal(err)
+	}
+	if e := s.Ephemerals("U0BOB"); len(e) != 1 || e[0].Channel != id {
+		t.Errorf("ephemerals = %+v", e)
+	}
+
+	// Acting on the card: by ID, as Slack answered it; a name is refused.
+	if _, _, _, err := api.UpdateMessageContext(ctx, "#gpu-nlp", card, slack.MsgOptionText("card v2", false)); err == nil || err.Error() != "channel_not_found" {
+		t.Errorf("chat.update by name: %v, want channel_not_found", err)
+	}
+	if _, err := api.GetPermalinkContext(ctx, &slack.PermalinkParameters{Channel: "gpu-nlp", Ts: card}); err == nil || err.Error() != "channel_not_found" {
+		t.Errorf("chat.getPermalink by name: %v, want channel_not_found", err)
+	}
+	if _, _, _, err := api.UpdateMessageContext(ctx, ch, card, slack.MsgOptionText("card v2", false)); err != nil {
+		t.Errorf("chat.update by the ID: %v", err)
+	}
+	if m := s.Messages("#gpu-nlp")[0]; m.Text != "card v2" || m.Edits != 1 {
+		t.Errorf("card after the update: %+v", m)
+	}
+	for _, bad := range []string{"#GPU NLP", "#", "gpu nlp"} {
+		if _, _, err := api.PostMessageContext(ctx, bad, slack.MsgOptionText("x", false)); err == nil || err.Error() != "channel_not_found" {
+			t.Errorf("post to %q: %v, want channel_not_found", bad, err)
+		}
+	}
+
+	// A command typed in a channel given by name arrives with its ID and name.
+	b := startBot(t, s)
+	s.SlashCommand("U0ALICE", "#random", "status")
+	cmd, ok := b.next(t, socketmode.EventTypeSlashCommand).Data.(slack.SlashCommand)
+	if !ok || cmd.ChannelID != s.ChannelID("random") || cmd.ChannelName != "random" {
+		t.Errorf("slash command in #random: %+v", cmd)
 	}
 }

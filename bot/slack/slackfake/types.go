@@ -52,7 +52,7 @@ type Revision struct {
 // Message is a message the bot posted (or Slack posted on its behalf, e.g. an
 // in_channel response_url post).
 type Message struct {
-	Channel  string
+	Channel  string // the channel's ID, also for a post to its name
 	TS       string
 	ThreadTS string // "" for a top-level message
 	// User is the author (BotUserID for the bot); for an ephemeral message it is
