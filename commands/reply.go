@@ -106,6 +106,10 @@ type Input struct {
 	User string
 	// Channel is where it happened ("" for a direct conversation).
 	Channel string
+	// ChannelName is the channel's name when the platform gives it
+	// (Slack: "gpu-nlp" for channel "C0…"), so that a configured
+	// "#gpu-nlp" is recognised.
+	ChannelName string
 	// Text is the command text, with or without "/gpu".
 	Text string
 	// Action is set for a button press (Text is then ignored).

@@ -112,7 +112,7 @@ func (s *Service) submit(c *call, r records.Request) {
 	// The card comes before updates about other requests that its
 	// submission caused.
 	c.outs = append(c.outs[:mark:mark], append(first, c.outs[mark:]...)...)
-	if c.in.Channel != r.Channel && c.who.Name == r.Requester {
+	if !c.in.in(r.Channel) && c.who.Name == r.Requester {
 		c.private(plain(fmt.Sprintf("%s.%s Updates follow in its thread in %s.", card.Text, note, r.Channel)))
 	}
 }
@@ -399,4 +399,14 @@ func (s *Service) askApproval(c *call, r records.Request) {
 			Button{Label: "Deny", Action: Action{Name: VerbDeny, Request: r.ID}, Style: "danger"},
 		))))
 	}
+}
+
+// in reports whether the input came from channel (an ID or a name, with
+// or without "#").
+func (in Input) in(channel string) bool {
+	if in.Channel == channel {
+		return true
+	}
+	name := strings.TrimPrefix(channel, "#")
+	return name != "" && (strings.TrimPrefix(in.Channel, "#") == name || in.ChannelName == name)
 }

@@ -659,3 +659,13 @@ func slicesContains[T comparable](xs []T, x T) bool {
 	}
 	return false
 }
+
+// TestRequestTypedInTheTeamChannelByID: Slack gives the channel's ID and
+// name; a configured "#nlp" is the same channel, so no private copy.
+func TestRequestTypedInTheTeamChannelByID(t *testing.T) {
+	e := newEnv(t, parse(t, small))
+	outs := e.svc.Handle(e.ctx, commands.Input{User: "alice", Channel: "C0NLP", ChannelName: "nlp", Text: "/gpu request 8xh100 for 1h"})
+	diff(t, "destinations", []string{"channel #nlp r1"}, dests(outs))
+	outs = e.svc.Handle(e.ctx, commands.Input{User: "alice", Channel: "C0OTHER", ChannelName: "random", Text: "/gpu request 8xh100 for 1h"})
+	diff(t, "destinations from another channel", []string{"channel #nlp r2", "sender"}, dests(outs))
+}

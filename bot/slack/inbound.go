@@ -25,7 +25,7 @@ func (a *Adapter) slash(ctx context.Context, sm *socketmode.Client, req *socketm
 		a.openForm(cmd.UserID, cmd.ChannelID, cmd.TriggerID, req.EnvelopeID)
 		return
 	}
-	ev := bot.Event{Key: "slack:env:" + req.EnvelopeID, Order: cmd.UserID, Input: commands.Input{User: cmd.UserID, Channel: cmd.ChannelID, Text: cmd.Text}}
+	ev := bot.Event{Key: "slack:env:" + req.EnvelopeID, Order: cmd.UserID, Input: commands.Input{User: cmd.UserID, Channel: cmd.ChannelID, ChannelName: cmd.ChannelName, Text: cmd.Text}}
 	if err := a.in.Submit(ev); err != nil {
 		a.log.Warn("command not taken", "user", cmd.UserID, "err", err)
 		a.ack(ctx, sm, req, map[string]string{"response_type": "ephemeral", "text": busyText})
