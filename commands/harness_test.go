@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	clocktesting "k8s.io/utils/clock/testing"
 	"log/slog"
 	"path/filepath"
 	"slices"
@@ -89,24 +90,6 @@ func exampleConfig(t testing.TB) *config.Config {
 	return cfg
 }
 
-// clock is a fake clock the tests step.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
-}
-
 // cluster wraps the simulated cluster so that tests can make it fail.
 type cluster struct {
 	*simcluster.Cluster
@@ -157,7 +140,7 @@ type env struct {
 	db      *store.DB
 	sim     *simcluster.Cluster
 	cluster *cluster
-	clock   *clock
+	clock   *clocktesting.FakeClock
 	svc     *commands.Service
 	log     *logBuffer
 }
@@ -181,7 +164,7 @@ func newEnv(t *testing.T, cfg *config.Config, opts ...envOption) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	e := &env{t: t, ctx: ctx, cfg: cfg, db: db, clock: &clock{t: t0}, log: &logBuffer{}}
+	e := &env{t: t, ctx: ctx, cfg: cfg, db: db, clock: clocktesting.NewFakeClock(t0), log: &logBuffer{}}
 	sim, _, err := simcluster.New(ctx, cfg.Cluster(), db, e.clock, func(err error) bool { return errors.Is(err, store.ErrNotFound) })
 	if err != nil {
 		t.Fatal(err)
@@ -272,7 +255,7 @@ func (e *env) advance(d time.Duration) []commands.Output {
 		if t := e.svc.NextWakeup(e.ctx, now); t.After(now) && t.Before(next) {
 			next = t
 		}
-		e.clock.Set(next)
+		e.clock.SetTime(next)
 		outs = append(outs, e.sync()...)
 		if !next.Before(target) {
 			return outs

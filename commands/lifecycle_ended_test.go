@@ -16,7 +16,7 @@ func TestObserveJobEndedOnItsOwn(t *testing.T) {
 	e := newEnv(t, parse(t, small))
 	e.do("alice", "request 8xh100 for 2h")
 	e.do("bob", "request 8xh100 for 1h")
-	e.clock.Set(t0.Add(30 * time.Minute))
+	e.clock.SetTime(t0.Add(30 * time.Minute))
 	for _, id := range []string{"r1", "r2"} { // gone from the cluster, as a finished Job's workload
 		if _, err := e.sim.Apply(e.ctx, commands.Op{Kind: commands.OpRemove, ID: id}); err != nil {
 			t.Fatal(err)

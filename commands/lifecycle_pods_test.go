@@ -18,7 +18,7 @@ func TestObservePods(t *testing.T) {
 	e.do("alice", "request 8xh100 for 2h")
 	e.do("bob", "request 8xh100 for 1h")
 	e.do("alice", "request 8xh100 for 1h") // nlp is at its quota: r3 waits
-	e.clock.Set(t0.Add(2 * time.Minute))
+	e.clock.SetTime(t0.Add(2 * time.Minute))
 	before := e.req("r1")
 
 	outs := e.svc.Observe(e.ctx, []allocator.Event{{Kind: allocator.EventPodsReady, ID: "r1", At: t0.Add(time.Minute), Pods: 2}})
@@ -28,7 +28,7 @@ func TestObservePods(t *testing.T) {
 	outs = e.svc.Observe(e.ctx, []allocator.Event{{Kind: allocator.EventPodsReady, ID: "r2", At: t0.Add(time.Minute), Pods: 1}})
 	check(t, outs, want{"thread r2", "Its pod is running."})
 
-	e.clock.Set(t0.Add(20 * time.Minute))
+	e.clock.SetTime(t0.Add(20 * time.Minute))
 	detail := "1 of 2 pods ready; pod gpubot-r1-x7k2p: ImagePullBackOff"
 	outs = e.svc.Observe(e.ctx, []allocator.Event{{Kind: allocator.EventPodsNotReady, ID: "r1", At: t0.Add(20 * time.Minute), Pods: 2, Detail: detail}})
 	diff(t, "destinations of pods not ready", []string{"person alice", "thread r1"}, dests(outs))

@@ -221,7 +221,7 @@ func TestObserveClusterPreemption(t *testing.T) {
 	e := newEnv(t, parse(t, small))
 	e.do("erin", "request 16xh100 for 4h priority low")
 	e.do("dave", "request 8xh100 for 1h")
-	e.clock.Set(t0.Add(time.Hour))
+	e.clock.SetTime(t0.Add(time.Hour))
 	evs, err := e.sim.Apply(e.ctx, commands.Op{Kind: commands.OpPreempt, ID: "r2", Victims: []string{"r1"}})
 	if err != nil {
 		t.Fatal(err)
@@ -287,11 +287,11 @@ func TestEstimateRefresh(t *testing.T) {
 	e.do("alice", "request 8xh100 for 1h")
 	first := e.req("r2").Estimate
 
-	e.clock.Set(t0.Add(5 * time.Minute))
+	e.clock.SetTime(t0.Add(5 * time.Minute))
 	if outs := e.sync(); len(outs) != 0 {
 		t.Errorf("a sync soon after with nothing changed said: %v", dests(outs))
 	}
-	e.clock.Set(t0.Add(20 * time.Minute))
+	e.clock.SetTime(t0.Add(20 * time.Minute))
 	if outs := e.sync(); len(outs) != 0 {
 		t.Errorf("a periodic refresh with the same estimate said: %v", dests(outs))
 	}
@@ -362,7 +362,7 @@ func TestReconcile(t *testing.T) {
 				if _, err := e.sim.Apply(e.ctx, commands.Op{Kind: commands.OpRemove, ID: "r1"}); err != nil {
 					t.Fatal(err)
 				}
-				e.clock.Set(t0.Add(50 * time.Minute)) // past the reminder time
+				e.clock.SetTime(t0.Add(50 * time.Minute)) // past the reminder time
 			},
 			want:  map[string]records.State{"r1": records.StateLost},
 			audit: []string{"gpubot lost r1 ok"},

@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	clocktesting "k8s.io/utils/clock/testing"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,24 +21,6 @@ import (
 
 // t0 is when every test's clock starts.
 var t0 = time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
-
-// clock is a fake clock the tests step.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
-}
 
 // flakyStore is a StateStore over a real store that fails on demand.
 type flakyStore struct {
@@ -86,7 +68,7 @@ type fixture struct {
 	ctx   context.Context
 	db    *store.DB
 	st    *flakyStore
-	clock *clock
+	clock *clocktesting.FakeClock
 	sim   *simcluster.Cluster
 }
 
@@ -97,7 +79,7 @@ func newFixture(t *testing.T, c *allocator.Cluster) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	f := &fixture{ctx: context.Background(), db: db, st: &flakyStore{db: db}, clock: &clock{t: t0}}
+	f := &fixture{ctx: context.Background(), db: db, st: &flakyStore{db: db}, clock: clocktesting.NewFakeClock(t0)}
 	sim, fresh, err := simcluster.New(f.ctx, c, f.st, f.clock, notFound)
 	if err != nil {
 		t.Fatalf("New on an empty store: %v", err)
@@ -110,7 +92,7 @@ func newFixture(t *testing.T, c *allocator.Cluster) *fixture {
 }
 
 // at moves the clock to t0+d.
-func (f *fixture) at(d time.Duration) { f.clock.Set(t0.Add(d)) }
+func (f *fixture) at(d time.Duration) { f.clock.SetTime(t0.Add(d)) }
 
 func wl(id string, gpus int, prio int32, d time.Duration) allocator.Workload {
 	return allocator.Workload{ID: id, Queue: "team", GPUs: gpus, Priority: prio, Duration: d, Created: t0}
@@ -485,7 +467,7 @@ func TestLoad(t *testing.T) {
 	}
 	want, _ := f.sim.Snapshot(f.ctx)
 
-	later := &clock{t: t0.Add(48 * time.Hour)}
+	later := clocktesting.NewFakeClock(t0.Add(48 * time.Hour))
 	got, fresh, err := simcluster.New(f.ctx, twoNodes(), f.st, later, notFound)
 	if err != nil {
 		t.Fatal(err)

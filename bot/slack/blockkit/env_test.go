@@ -3,9 +3,9 @@ package blockkit_test
 import (
 	"context"
 	"errors"
+	clocktesting "k8s.io/utils/clock/testing"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,30 +19,13 @@ import (
 // example's Europe/Berlin.
 var t0 = time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
-}
-
 // env is the real service on the bundled example configuration, seeded,
 // over a bbolt store in a temporary directory and the simulated cluster.
 type env struct {
 	t     *testing.T
 	ctx   context.Context
 	sim   *simcluster.Cluster
-	clock *clock
+	clock *clocktesting.FakeClock
 	svc   *commands.Service
 }
 
@@ -58,7 +41,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	e := &env{t: t, ctx: ctx, clock: &clock{t: t0}}
+	e := &env{t: t, ctx: ctx, clock: clocktesting.NewFakeClock(t0)}
 	e.sim, _, err = simcluster.New(ctx, cfg.Cluster(), db, e.clock, func(err error) bool { return errors.Is(err, store.ErrNotFound) })
 	if err != nil {
 		t.Fatal(err)
@@ -99,7 +82,7 @@ func (e *env) advance(d time.Duration) []commands.Output {
 		if t := e.svc.NextWakeup(e.ctx, now); t.After(now) && t.Before(next) {
 			next = t
 		}
-		e.clock.set(next)
+		e.clock.SetTime(next)
 		evs, err := e.sim.Advance(e.ctx)
 		if err != nil {
 			e.t.Fatal(err)
