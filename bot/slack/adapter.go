@@ -86,7 +86,15 @@ type Adapter struct {
 	cards  map[string]records.Thread // request → card
 	dms    map[string]string         // user → DM channel
 	routes map[string]*route         // user+channel → response_url
+	homes  map[string]time.Time      // user → when they last opened App Home
+
+	homeEvery time.Duration // how often App Home is refreshed after changes
+	homeDirty atomic.Bool   // something was sent since the last refresh
 }
+
+// homeKeep is how long after opening App Home a person's Home tab is
+// kept current.
+const homeKeep = 24 * time.Hour
 
 // route is a response_url Slack handed out: valid 30 minutes, 5 uses.
 type route struct {
@@ -121,6 +129,11 @@ func WithDeduper(d bot.Deduper, ttl time.Duration, c bot.Clock) Option {
 // from Slack before it is replaced. Default 30 s (slack-go's).
 func WithPingTimeout(d time.Duration) Option { return func(a *Adapter) { a.pingTimeout = d } }
 
+// WithHomeRefresh sets how often the Home tab of people who opened it in
+// the last day is published again when anything was sent since the last
+// time. Default: every minute.
+func WithHomeRefresh(d time.Duration) Option { return func(a *Adapter) { a.homeEvery = d } }
+
 // WithHTTPClient sets the HTTP client for the Web API (its Transport is
 // wrapped to observe latency). Default: a client with a 30 s timeout.
 func WithHTTPClient(c *http.Client) Option { return func(a *Adapter) { a.httpc = c } }
@@ -133,7 +146,8 @@ func New(cfg Config, svc Service, threads ThreadStore, opts ...Option) *Adapter 
 		observe: func(string, time.Duration) {},
 		httpc:   &http.Client{Timeout: 30 * time.Second},
 		lanes:   map[string]string{}, cards: map[string]records.Thread{},
-		dms: map[string]string{}, routes: map[string]*route{},
+		dms: map[string]string{}, routes: map[string]*route{}, homes: map[string]time.Time{},
+		homeEvery: time.Minute,
 	}
 	for _, o := range opts {
 		o(a)
@@ -200,6 +214,7 @@ func (a *Adapter) Run(ctx context.Context, in Inputs) error {
 		a.q.Wait()
 	}()
 	a.q.Start(qctx)
+	go a.refreshHomes(ctx)
 
 	smOpts := []socketmode.Option{socketmode.OptionLog(slogPrinter{a.log})}
 	if a.pingTimeout > 0 {

@@ -289,3 +289,58 @@ func TestAdapterSurvivesPingTimeouts(t *testing.T) {
 type clockNow struct{}
 
 func (clockNow) Now() time.Time { return time.Now() }
+
+// TestAdapterKeepsOpenHomeTabsCurrent: a Home tab that was opened is
+// published again after something was sent, once per round, and not when
+// nothing changed; people who never opened it are left alone.
+func TestAdapterKeepsOpenHomeTabsCurrent(t *testing.T) {
+	fake := slackfake.Start(t)
+	a := New(Config{BotToken: slackfake.BotToken, AppToken: slackfake.AppToken, APIURL: fake.APIURL()},
+		stubService{}, &memThreads{m: map[string]records.Thread{}}, WithHomeRefresh(20*time.Millisecond))
+	in := replyInputs{a: a, outs: func(ev bot.Event) []commands.Output {
+		return []commands.Output{{To: commands.Destination{Kind: commands.ToSender}, Reply: commands.Reply{Text: "ok"}}}
+	}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx, in) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	wctx, wcancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer wcancel()
+	published := func(user string) int {
+		n := 0
+		for _, v := range fake.Views() {
+			if v.Method == "views.publish" && v.User == user {
+				n++
+			}
+		}
+		return n
+	}
+	if _, err := fake.WaitAck(wctx, fake.AppHomeOpened("U0ALICE")); err != nil {
+		t.Fatal(err)
+	}
+	if err := fake.WaitFor(wctx, func() bool { return published("U0ALICE") == 1 }); err != nil {
+		t.Fatalf("first publish: %v", err)
+	}
+	time.Sleep(100 * time.Millisecond) // rounds with nothing sent
+	if n := published("U0ALICE"); n != 1 {
+		t.Fatalf("published %d times with nothing sent, want 1", n)
+	}
+	if _, err := fake.WaitAck(wctx, fake.SlashCommand("U0BOB", "C0RANDOM", "status")); err != nil {
+		t.Fatal(err)
+	}
+	if err := fake.WaitFor(wctx, func() bool { return published("U0ALICE") == 2 }); err != nil {
+		t.Fatalf("refresh after a reply was sent: %v (published %d)", err, published("U0ALICE"))
+	}
+	time.Sleep(100 * time.Millisecond)
+	if n := published("U0ALICE"); n != 2 {
+		t.Errorf("published %d times after one change, want 2", n)
+	}
+	if n := published("U0BOB"); n != 0 {
+		t.Errorf("published bob's Home %d times; he never opened it", n)
+	}
+}

@@ -14,7 +14,8 @@
 //	/gpu …                  → commands.Input{Text}; a bare "/gpu request" opens the request modal (views.open)
 //	button (block_actions)  → commands.Input{Action} via blockkit.ActionFor
 //	modal (view_submission) → validated in the ack (response_action "errors"), then Input{Text}
-//	app_home_opened         → views.publish of Service.Home
+//	app_home_opened         → views.publish of Service.Home; then, for a day, again every
+//	                          minute in which anything was sent (WithHomeRefresh)
 //
 //	ToSender   → the sender only: response_url (ephemeral), else chat.postEphemeral, else a DM
 //	ToChannel  → chat.postMessage: the request's card; its (channel, ts) is saved in the store

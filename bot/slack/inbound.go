@@ -3,6 +3,7 @@ package slackbot
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/slack-go/slack"
@@ -141,8 +142,14 @@ func (a *Adapter) eventsAPI(ev socketmode.Event) {
 	} else if ev.Request != nil {
 		key = "slack:env:" + ev.Request.EnvelopeID
 	}
-	user := home.User
-	first := a.firstTime(key)
+	a.mu.Lock()
+	a.homes[home.User] = a.clock.Now()
+	a.mu.Unlock()
+	a.publishHome(home.User, a.firstTime(key))
+}
+
+// publishHome queues publishing user's Home tab, if first says so.
+func (a *Adapter) publishHome(user string, first func(context.Context) bool) {
 	a.q.Enqueue(Call{Lane: "home:" + user, Method: "views.publish", Do: func(ctx context.Context) error {
 		if !first(ctx) {
 			return nil
@@ -150,6 +157,45 @@ func (a *Adapter) eventsAPI(ev socketmode.Event) {
 		_, err := a.api.PublishViewContext(ctx, slack.PublishViewContextRequest{UserID: user, View: blockkit.Home(a.svc.Home(ctx, a.dir.name(ctx, user)))})
 		return err
 	}})
+}
+
+// refreshHomes keeps open Home tabs current: every homeEvery, if anything
+// was sent since the last round (a change that may show on someone's
+// Home), it publishes again the Home of everyone who opened it within
+// homeKeep. It returns when ctx ends.
+func (a *Adapter) refreshHomes(ctx context.Context) {
+	if a.homeEvery <= 0 {
+		return
+	}
+	always := func(context.Context) bool { return true }
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.clock.After(a.homeEvery):
+		}
+		if !a.homeDirty.Swap(false) {
+			continue
+		}
+		now := a.clock.Now()
+		var users []string
+		a.mu.Lock()
+		for u, at := range a.homes {
+			if now.Sub(at) > homeKeep {
+				delete(a.homes, u)
+				continue
+			}
+			users = append(users, u)
+		}
+		a.mu.Unlock()
+		slices.Sort(users)
+		for _, u := range users {
+			if ctx.Err() != nil {
+				return
+			}
+			a.publishHome(u, always)
+		}
+	}
 }
 
 // firstTime returns a check of whether key is seen for the first time

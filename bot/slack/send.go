@@ -21,6 +21,7 @@ var _ bot.Sender = (*Adapter)(nil)
 // in order with the other replies of its channel, whatever the rate
 // limits. It never fails.
 func (a *Adapter) Send(ctx context.Context, out commands.Output) error {
+	a.homeDirty.Store(true)
 	msg := blockkit.Message(out.Reply)
 	to := out.To
 	switch to.Kind {
