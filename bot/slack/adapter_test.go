@@ -95,17 +95,7 @@ func TestAdapterUploadsWhatDoesNotFit(t *testing.T) {
 	if err := a.Ready(); err == nil {
 		t.Error("ready before connecting")
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx, in) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
-	wctx, wcancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer wcancel()
+	wctx := runAdapter(t, a, in)
 	env := fake.SlashCommand("U0ALICE", "C0RANDOM", "queue")
 	if _, err := fake.WaitAck(wctx, env); err != nil {
 		t.Fatal(err)
@@ -300,17 +290,7 @@ func TestAdapterKeepsOpenHomeTabsCurrent(t *testing.T) {
 	in := replyInputs{a: a, outs: func(ev bot.Event) []commands.Output {
 		return []commands.Output{{To: commands.Destination{Kind: commands.ToSender}, Reply: commands.Reply{Text: "ok"}}}
 	}}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx, in) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
-	wctx, wcancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer wcancel()
+	wctx := runAdapter(t, a, in)
 	published := func(user string) int {
 		n := 0
 		for _, v := range fake.Views() {
@@ -343,4 +323,22 @@ func TestAdapterKeepsOpenHomeTabsCurrent(t *testing.T) {
 	if n := published("U0BOB"); n != 0 {
 		t.Errorf("published bob's Home %d times; he never opened it", n)
 	}
+}
+
+// runAdapter runs a until the test ends (failing it if Run fails) and
+// returns a context for the test's waits.
+func runAdapter(t *testing.T, a *Adapter, in Inputs) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx, in) }()
+	wctx, wcancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(func() {
+		wcancel()
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return wctx
 }
