@@ -4,7 +4,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo deve
 LDFLAGS := -X main.version=$(VERSION)
 PKGS    := ./...
 
-.PHONY: help run build test vet fmt-check bench fuzz clean k8s-assets dev-cluster dev-cluster-down
+.PHONY: help run build test vet fmt-check bench fuzz clean k8s-assets prometheus-assets dev-cluster dev-cluster-down
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -15,12 +15,16 @@ run: ## run the bot on its embedded default: console chat, simulated cluster, lo
 build: ## build bin/gpubot
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/gpubot ./cmd/gpubot
 
-test: fmt-check vet k8s-assets ## run every check CI runs: gofmt, go vet, all tests with the race detector (GPUBOT_SKIP_K8S=1 skips the Kubernetes integration tests)
+test: fmt-check vet k8s-assets prometheus-assets ## run every check CI runs: gofmt, go vet, all tests with the race detector (GPUBOT_SKIP_K8S=1 skips the Kubernetes integration tests, GPUBOT_SKIP_PROMETHEUS=1 the Prometheus ones)
 	$(GO) test -race -count=1 -timeout 30m $(PKGS)
 
 k8s-assets: ## build (once) and cache kube-apiserver, etcd, kubectl, Kueue, kwok… for the integration tests; GPUBOT_SKIP_K8S=1 skips
 	@if [ "$$GPUBOT_SKIP_K8S" = 1 ]; then echo "GPUBOT_SKIP_K8S=1: skipping the Kubernetes binaries and integration tests"; \
 	else hack/k8s-assets.sh >/dev/null; fi
+
+prometheus-assets: ## fetch (once) and cache Debian's prometheus and promtool for the tests; GPUBOT_SKIP_PROMETHEUS=1 skips
+	@if [ "$$GPUBOT_SKIP_PROMETHEUS" = 1 ]; then echo "GPUBOT_SKIP_PROMETHEUS=1: skipping Prometheus and the tests that need it"; \
+	else hack/prometheus.sh >/dev/null; fi
 
 dev-cluster: ## start a local Kubernetes + Kueue cluster with fake GPU nodes; prints the kubeconfig path
 	@hack/dev-cluster.sh up
