@@ -132,3 +132,86 @@ type Thread struct {
 	Channel string `json:"channel"`
 	TS      string `json:"ts"`
 }
+
+// ZombieKind says how admitted work was found holding GPUs without using
+// them.
+type ZombieKind string
+
+// Zombie kinds.
+const (
+	// ZombiePodsNotReady: its pods were not all ready past the pods-ready
+	// timeout after admission.
+	ZombiePodsNotReady ZombieKind = "pods-not-ready"
+	// ZombiePastEnd: still admitted after its requested end.
+	ZombiePastEnd ZombieKind = "past-end"
+	// ZombieIdle: its GPUs' utilization stayed below the threshold for
+	// the configured window (DCGM metrics through Prometheus, or the
+	// simulated cluster's).
+	ZombieIdle ZombieKind = "idle"
+)
+
+// ZombieOutcome is what became of a zombie.
+type ZombieOutcome string
+
+// Zombie outcomes. The empty outcome means it is still open.
+const (
+	ZombieOpen ZombieOutcome = ""
+	// ZombieKept: the owner said they are still using it.
+	ZombieKept ZombieOutcome = "kept"
+	// ZombieRecovered: it started using its GPUs again (pods ready, GPUs
+	// busy) before anyone acted.
+	ZombieRecovered ZombieOutcome = "recovered"
+	// ZombieReleasedByOwner: the owner released it after the prompt.
+	ZombieReleasedByOwner ZombieOutcome = "released-by-owner"
+	// ZombieReleasedManually: a lead or admin released it: a manual
+	// intervention in the success report.
+	ZombieReleasedManually ZombieOutcome = "released-manually"
+	// ZombieAutoReleased: gpubot released it (zombies.action: release).
+	ZombieAutoReleased ZombieOutcome = "auto-released"
+	// ZombieEvicted: Kueue ended it (maximum execution time, eviction).
+	ZombieEvicted ZombieOutcome = "evicted"
+	// ZombieFinished: it finished on its own.
+	ZombieFinished ZombieOutcome = "finished"
+)
+
+// Zombie is one finding of admitted work that held GPUs without using
+// them, and what became of it. The digest counts them and the success
+// report sums their GPU-hours.
+type Zombie struct {
+	ID string `json:"id"` // assigned by the store: z1, z2, …
+	// Request is gpubot's request ID; "" for work gpubot did not submit.
+	Request string `json:"request,omitempty"`
+	// Workload is namespace/name of the Kueue workload (or the simulated
+	// workload's ID).
+	Workload string     `json:"workload,omitempty"`
+	Team     string     `json:"team"`
+	Owner    string     `json:"owner,omitempty"` // person name; "" when nobody is known
+	Flavor   string     `json:"flavor,omitempty"`
+	GPUs     int        `json:"gpus"`
+	Kind     ZombieKind `json:"kind"`
+	Detail   string     `json:"detail,omitempty"`
+	// Since is when the waste began (admission for pods never ready, the
+	// requested end, the start of the idle window); FoundAt when gpubot
+	// noticed.
+	Since   time.Time `json:"since"`
+	FoundAt time.Time `json:"foundAt"`
+	// OwnerToldAt and LeadsToldAt are when the owner was prompted and the
+	// team's leads were told (zero: not yet).
+	OwnerToldAt time.Time `json:"ownerToldAt,omitempty"`
+	LeadsToldAt time.Time `json:"leadsToldAt,omitempty"`
+	// Outcome, ResolvedAt and ResolvedBy (person name or "gpubot") say
+	// what became of it.
+	Outcome    ZombieOutcome `json:"outcome,omitempty"`
+	ResolvedAt time.Time     `json:"resolvedAt,omitempty"`
+	ResolvedBy string        `json:"resolvedBy,omitempty"`
+}
+
+// GPUHours is the zombie's wasted GPU-hours within [from, to): from Since
+// to ResolvedAt (or to, while it is open).
+func (z Zombie) GPUHours(from, to time.Time) float64 {
+	end := z.ResolvedAt
+	if z.Outcome == ZombieOpen || end.IsZero() {
+		end = to
+	}
+	return UsageRecord{GPUs: z.GPUs, Start: z.Since, End: end}.GPUHours(from, to)
+}
