@@ -167,28 +167,28 @@ func TestDamagedStores(t *testing.T) {
 		want error
 		msg  string // in the error
 	}{
-		"zero-length file": {data: []byte{}, want: ErrDamaged, msg: "empty"},
-		"truncated to 1 byte": {data: good[:1], want: ErrDamaged, msg: "not a bbolt database"},
-		"truncated inside header page 0": {data: good[:100], want: ErrDamaged},
-		"truncated to header page 0": {data: good[:ps], want: ErrDamaged, msg: "truncated"},
-		"truncated to both header pages": {data: good[:2*ps], want: ErrDamaged, msg: "truncated"},
-		"truncated to half": {data: good[:hwmBytes/2], want: ErrDamaged, msg: "truncated"},
-		"truncated by one page": {data: good[:hwmBytes-ps], want: ErrDamaged, msg: "truncated"},
-		"truncated by one byte": {data: good[:hwmBytes-1], want: ErrDamaged, msg: "truncated"},
-		"zeroed header page 0": {data: mutate(good, zeroPage(l, 0)), want: ErrDamaged, msg: "header page 0 is invalid"},
-		"zeroed header page 1": {data: mutate(good, zeroPage(l, 1)), want: ErrDamaged, msg: "header page 1 is invalid"},
-		"flipped byte in header page 0": {data: mutate(good, flip(pageHeaderSize+40)), want: ErrDamaged, msg: "checksum mismatch"},
-		"flipped byte in header page 1": {data: mutate(good, flip(ps+pageHeaderSize+20)), want: ErrDamaged, msg: "header page 1 is invalid"},
-		"header pages both zeroed": {data: mutate(mutate(good, zeroPage(l, 0)), zeroPage(l, 1)), want: ErrDamaged},
-		"zeroed freelist page": {data: mutate(good, zeroPage(l, free)), want: ErrDamaged, msg: "freelist"},
-		"flipped byte in freelist count": {data: mutate(good, flip(free*ps+10)), want: ErrDamaged},
-		"flipped byte in a freelist entry": {data: mutate(good, flip(free*ps+pageHeaderSize+7)), want: ErrDamaged, msg: "freelist"},
-		"zeroed branch page": {data: mutate(good, zeroPage(l, branch)), want: ErrDamaged, msg: fmt.Sprintf("page %d", branch)},
-		"flipped byte in a branch element's child": {data: mutate(good, flip(branch*ps+pageHeaderSize+8+6)), want: ErrDamaged},
-		"flipped byte in a branch page's count": {data: mutate(good, flip(branch*ps+10)), want: ErrDamaged},
-		"zeroed leaf page": {data: mutate(good, zeroPage(l, leaf)), want: ErrDamaged, msg: fmt.Sprintf("page %d", leaf)},
+		"zero-length file":                          {data: []byte{}, want: ErrDamaged, msg: "empty"},
+		"truncated to 1 byte":                       {data: good[:1], want: ErrDamaged, msg: "not a bbolt database"},
+		"truncated inside header page 0":            {data: good[:100], want: ErrDamaged},
+		"truncated to header page 0":                {data: good[:ps], want: ErrDamaged, msg: "truncated"},
+		"truncated to both header pages":            {data: good[:2*ps], want: ErrDamaged, msg: "truncated"},
+		"truncated to half":                         {data: good[:hwmBytes/2], want: ErrDamaged, msg: "truncated"},
+		"truncated by one page":                     {data: good[:hwmBytes-ps], want: ErrDamaged, msg: "truncated"},
+		"truncated by one byte":                     {data: good[:hwmBytes-1], want: ErrDamaged, msg: "truncated"},
+		"zeroed header page 0":                      {data: mutate(good, zeroPage(l, 0)), want: ErrDamaged, msg: "header page 0 is invalid"},
+		"zeroed header page 1":                      {data: mutate(good, zeroPage(l, 1)), want: ErrDamaged, msg: "header page 1 is invalid"},
+		"flipped byte in header page 0":             {data: mutate(good, flip(pageHeaderSize+40)), want: ErrDamaged, msg: "checksum mismatch"},
+		"flipped byte in header page 1":             {data: mutate(good, flip(ps+pageHeaderSize+20)), want: ErrDamaged, msg: "header page 1 is invalid"},
+		"header pages both zeroed":                  {data: mutate(mutate(good, zeroPage(l, 0)), zeroPage(l, 1)), want: ErrDamaged},
+		"zeroed freelist page":                      {data: mutate(good, zeroPage(l, free)), want: ErrDamaged, msg: "freelist"},
+		"flipped byte in freelist count":            {data: mutate(good, flip(free*ps+10)), want: ErrDamaged},
+		"flipped byte in a freelist entry":          {data: mutate(good, flip(free*ps+pageHeaderSize+7)), want: ErrDamaged, msg: "freelist"},
+		"zeroed branch page":                        {data: mutate(good, zeroPage(l, branch)), want: ErrDamaged, msg: fmt.Sprintf("page %d", branch)},
+		"flipped byte in a branch element's child":  {data: mutate(good, flip(branch*ps+pageHeaderSize+8+6)), want: ErrDamaged},
+		"flipped byte in a branch page's count":     {data: mutate(good, flip(branch*ps+10)), want: ErrDamaged},
+		"zeroed leaf page":                          {data: mutate(good, zeroPage(l, leaf)), want: ErrDamaged, msg: fmt.Sprintf("page %d", leaf)},
 		"flipped byte in a leaf element's key size": {data: mutate(good, flip(leaf*ps+pageHeaderSize+8+1)), want: ErrDamaged},
-		"flipped byte in a leaf page's type": {data: mutate(good, flip(leaf*ps+8)), want: ErrDamaged},
+		"flipped byte in a leaf page's type":        {data: mutate(good, flip(leaf*ps+8)), want: ErrDamaged},
 		"leaf page copied over another": {data: mutate(good, func(b []byte) []byte {
 			other := l.byKind["leaf"][0]
 			copy(b[leaf*ps:(leaf+1)*ps], b[other*ps:(other+1)*ps])
@@ -200,8 +200,8 @@ func TestDamagedStores(t *testing.T) {
 			return b
 		}), want: ErrCorrupt, msg: "requests"},
 		"random bytes": {data: bytes.Repeat([]byte{0xA5, 0x3C, 0x7E}, 20000), want: ErrDamaged, msg: "not a bbolt database"},
-		"a text file": {data: []byte(strings.Repeat("not a database\n", 1000)), want: ErrDamaged, msg: "not a bbolt database"},
-		"all zeros": {data: make([]byte, 64<<10), want: ErrDamaged},
+		"a text file":  {data: []byte(strings.Repeat("not a database\n", 1000)), want: ErrDamaged, msg: "not a bbolt database"},
+		"all zeros":    {data: make([]byte, 64<<10), want: ErrDamaged},
 		"page size field changed and re-checksummed": {data: mutate(good, func(b []byte) []byte {
 			m := b[pageHeaderSize:]
 			le.PutUint32(m[8:], 8192)
@@ -216,21 +216,21 @@ func TestDamagedStores(t *testing.T) {
 			_, err := tx.CreateBucket([]byte("members"))
 			return err
 		}), want: ErrSchema, msg: "did not write it"},
-		"newer schema": {data: plantRaw(t, good, put("meta", "schema", "2")), want: ErrSchema, msg: "newer"},
-		"garbage schema": {data: plantRaw(t, good, put("meta", "schema", "two")), want: ErrSchema, msg: "unknown schema version"},
-		"undecodable request": {data: plantRaw(t, good, put("requests", "r7", "{not json")), want: ErrCorrupt, msg: `"r7"`},
-		"request under another ID": {data: plantRaw(t, good, put("requests", "r8", `{"id":"r9"}`)), want: ErrCorrupt, msg: `record has ID "r9"`},
+		"newer schema":                {data: plantRaw(t, good, put("meta", "schema", "2")), want: ErrSchema, msg: "newer"},
+		"garbage schema":              {data: plantRaw(t, good, put("meta", "schema", "two")), want: ErrSchema, msg: "unknown schema version"},
+		"undecodable request":         {data: plantRaw(t, good, put("requests", "r7", "{not json")), want: ErrCorrupt, msg: `"r7"`},
+		"request under another ID":    {data: plantRaw(t, good, put("requests", "r8", `{"id":"r9"}`)), want: ErrCorrupt, msg: `record has ID "r9"`},
 		"request past the ID counter": {data: plantRaw(t, good, put("requests", "r999", `{"id":"r999"}`)), want: ErrCorrupt, msg: "ID counter"},
-		"undecodable audit entry": {data: plantRaw(t, good, put("audit", auditKey3, "[")), want: ErrCorrupt, msg: "audit"},
-		"audit entry missing": {data: plantRaw(t, good, func(tx *bolt.Tx) error { return tx.Bucket(bucketAudit).Delete([]byte(auditKey3)) }), want: ErrCorrupt, msg: "missing"},
+		"undecodable audit entry":     {data: plantRaw(t, good, put("audit", auditKey3, "[")), want: ErrCorrupt, msg: "audit"},
+		"audit entry missing":         {data: plantRaw(t, good, func(tx *bolt.Tx) error { return tx.Bucket(bucketAudit).Delete([]byte(auditKey3)) }), want: ErrCorrupt, msg: "missing"},
 		"undecodable usage record": {data: plantRaw(t, good, func(tx *bolt.Tx) error {
 			c := tx.Bucket(bucketUsage).Cursor()
 			k, _ := c.First()
 			return tx.Bucket(bucketUsage).Put(bytes.Clone(k), []byte("{"))
 		}), want: ErrCorrupt, msg: "usage"},
-		"usage index to nowhere": {data: plantRaw(t, good, put("usage-index", "\x00\x00\x00\x00\x00\x00\x00\x01r1", "nowhere")), want: ErrCorrupt, msg: "points at no usage record"},
-		"undecodable thread": {data: plantRaw(t, good, put("threads", "r3", "thread")), want: ErrCorrupt, msg: "threads"},
-		"dedupe expiry of the wrong size": {data: plantRaw(t, good, put("dedupe", "slack:env:1", "soon")), want: ErrCorrupt, msg: "dedupe"},
+		"usage index to nowhere":           {data: plantRaw(t, good, put("usage-index", "\x00\x00\x00\x00\x00\x00\x00\x01r1", "nowhere")), want: ErrCorrupt, msg: "points at no usage record"},
+		"undecodable thread":               {data: plantRaw(t, good, put("threads", "r3", "thread")), want: ErrCorrupt, msg: "threads"},
+		"dedupe expiry of the wrong size":  {data: plantRaw(t, good, put("dedupe", "slack:env:1", "soon")), want: ErrCorrupt, msg: "dedupe"},
 		"usage-max-span of the wrong size": {data: plantRaw(t, good, put("meta", "usage-max-span", "1h")), want: ErrCorrupt, msg: "usage-max-span"},
 		"a bucket where records belong": {data: plantRaw(t, good, func(tx *bolt.Tx) error {
 			_, err := tx.Bucket(bucketRequests).CreateBucket([]byte("r5x"))
