@@ -84,6 +84,10 @@ func Check(path string, opts ...Option) (rep Report, err error) {
 	}
 	rep.Size = fi.Size()
 
+	if rep.Size == 0 {
+		rep.Problems = []string{ErrEmpty.Error()}
+		return rep, fmt.Errorf("%w: %s: %w", ErrDamaged, path, ErrEmpty)
+	}
 	fr := checkFile(f, rep.Size)
 	rep.PageSize, rep.Pages, rep.Transaction = fr.pageSize, fr.pages, fr.txid
 	if len(fr.problems) > 0 {

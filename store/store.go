@@ -47,6 +47,11 @@ var (
 	// running stops using the file (every later call returns it too).
 	ErrDamaged = errors.New("damaged store file")
 
+	// ErrEmpty is returned (wrapped with ErrDamaged) for a store file
+	// of zero bytes: bbolt would take it for a new file and start
+	// afresh, so Open refuses it instead.
+	ErrEmpty = errors.New("the file is empty (0 bytes)")
+
 	// ErrReadOnly is returned by every method that writes, on a DB
 	// opened with OpenReadOnly.
 	ErrReadOnly = errors.New("store is open read-only")

@@ -79,7 +79,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		return err
 	}
 	defer closeLog()
-	db, err := store.Open(filepath.Join(o.DataDir, "gpubot.db"))
+	db, err := openStore(o.DataDir)
 	if err != nil {
 		return err
 	}
@@ -88,6 +88,7 @@ func Run(ctx context.Context, o Options) (err error) {
 			err = fmt.Errorf("closing the store: %w", cerr)
 		}
 	}()
+	defer serveAdmin(o.DataDir, db, log)()
 	if o.Cluster.configured() {
 		return runOnCluster(ctx, o, cfg, db, log)
 	}
