@@ -12,7 +12,8 @@
 // API calls in the outbound Queue.
 //
 //	/gpu …                  → commands.Input{Text}; a bare "/gpu request" opens the request modal (views.open)
-//	button (block_actions)  → commands.Input{Action} via blockkit.ActionFor
+//	button (block_actions)  → commands.Input{Action} via blockkit.ParseAction; a gpubot
+//	                          button gpubot did not make → Input{Unreadable} (answered, audited)
 //	modal (view_submission) → validated in the ack (response_action "errors"), then Input{Text}
 //	app_home_opened         → views.publish of Service.Home; then, for a day, again every
 //	                          minute in which anything was sent (WithHomeRefresh)

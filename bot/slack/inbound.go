@@ -2,6 +2,7 @@ package slackbot
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -88,13 +89,22 @@ func (a *Adapter) click(cb slack.InteractionCallback) {
 	}
 	a.remember(user, channel, cb.ResponseURL)
 	for _, ba := range cb.ActionCallback.BlockActions {
-		act, ok := blockkit.ActionFor(ba.ActionID, ba.Value)
-		if !ok {
+		in := commands.Input{User: user, Channel: channel}
+		act, err := blockkit.ParseAction(ba.ActionID, ba.Value)
+		switch {
+		case errors.Is(err, blockkit.ErrNotOurs):
 			a.log.Debug("ignoring a press that is not a gpubot button", "actionID", ba.ActionID)
 			continue
+		case err != nil:
+			// gpubot's prefix but not a button gpubot made: answered and
+			// audited like any other press.
+			a.log.Warn("a press of a gpubot button that gpubot did not make", "user", user, "actionID", cutLog(ba.ActionID), "why", err.Error())
+			in.Unreadable = &commands.Unreadable{What: "button", Why: err.Error(), Target: act.Request}
+		default:
+			in.Action = &act
 		}
 		key := fmt.Sprintf("slack:click:%s:%s:%s:%s", user, ba.ActionID, msgTS, ba.ActionTs)
-		if err := a.in.Submit(bot.Event{Key: key, Order: user, Input: commands.Input{User: user, Channel: channel, Action: &act}}); err != nil {
+		if err := a.in.Submit(bot.Event{Key: key, Order: user, Input: in}); err != nil {
 			a.log.Warn("button press not taken", "user", user, "err", err)
 			a.q.Enqueue(Call{Lane: "user:" + user, Method: "chat.postEphemeral", Do: func(ctx context.Context) error {
 				return a.private(ctx, user, channel, blockkit.Message(commands.Reply{Text: busyText}))
@@ -235,4 +245,12 @@ func (a *Adapter) remember(user, channel, url string) {
 		}
 	}
 	a.routes[user+"\x00"+channel] = &route{url: url, at: now}
+}
+
+// cutLog keeps a string from a payload short enough for a log line.
+func cutLog(s string) string {
+	if len(s) <= 80 {
+		return s
+	}
+	return strings.ToValidUTF8(s[:80], "") + "…"
 }
