@@ -54,7 +54,7 @@ func ParseAction(actionID, value string) (commands.Action, error) {
 	}
 	switch {
 	case !hasSep:
-		return read, errors.New("its value is not <request>|<argument>")
+		return read, errors.New("its value is not \"request|argument\"")
 	case read.Request == "":
 		return read, errors.New("its value names no request")
 	}
