@@ -67,9 +67,9 @@ func newSlack(o Options, cfg *config.Config, svc *commands.Service, db *store.DB
 	ad := slackbot.New(slackbot.Config{BotToken: o.Slack.BotToken, AppToken: o.Slack.AppToken, APIURL: url, Pacing: pace},
 		svc, db,
 		append(opts,
-		slackbot.WithDeduper(db, dedupeTTL, c),
-		slackbot.WithObserver(func(method string, d time.Duration) { tel.slack.WithLabelValues(method).Observe(d.Seconds()) }),
-	)...)
+			slackbot.WithDeduper(db, dedupeTTL, c),
+			slackbot.WithObserver(func(method string, d time.Duration) { tel.slack.WithLabelValues(method).Observe(d.Seconds()) }),
+		)...)
 	if sc.MatchByEmail {
 		return ad, ad.MatchByEmail(cfg.Settings().People).Handler(svc)
 	}
