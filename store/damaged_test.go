@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,9 +18,24 @@ import (
 	"github.com/gpubot/gpubot/records"
 )
 
-// goodStore writes a store with enough of everything to have branch
-// pages, overflow pages and free pages, closes it and returns its bytes.
+var (
+	goodOnce  sync.Once
+	goodBytes []byte
+)
+
+// goodStore returns the bytes of a store with enough of everything to
+// have branch pages, overflow pages and free pages (written once per test
+// binary: 1 200 transactions); callers get their own copy.
 func goodStore(t testing.TB) []byte {
+	t.Helper()
+	goodOnce.Do(func() { goodBytes = writeGoodStore(t) })
+	if goodBytes == nil {
+		t.Fatal("the good store could not be written")
+	}
+	return bytes.Clone(goodBytes)
+}
+
+func writeGoodStore(t testing.TB) []byte {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "gpubot.db")
 	db, err := Open(path)

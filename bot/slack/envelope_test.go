@@ -392,3 +392,34 @@ func TestRevokedBotToken(t *testing.T) {
 		})
 	}
 }
+
+// TestRevokedAppToken: an app token Slack refuses when gpubot reconnects
+// is checked again a bounded number of times, and Run returns ErrAppToken.
+func TestRevokedAppToken(t *testing.T) {
+	fake := slackfake.Start(t)
+	var log syncBuffer
+	a := newTestAdapter(t, fake, &log, WithTokenRecheck(3, 20*time.Millisecond))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx, &unreadableEcho{a: a}) }()
+	wctx, wcancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer wcancel()
+	if err := fake.WaitFor(wctx, func() bool { return a.Ready() == nil }); err != nil {
+		t.Fatal(err)
+	}
+	opens := len(fake.Calls("apps.connections.open"))
+	fake.Revoke(slackfake.AppToken)
+	fake.DropConnections()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrAppToken) || strings.Contains(err.Error(), slackfake.AppToken) {
+			t.Errorf("Run: %v, want ErrAppToken without the token", err)
+		}
+	case <-wctx.Done():
+		t.Fatal("Run did not stop with the app token revoked")
+	}
+	if n := len(fake.Calls("apps.connections.open")) - opens; n != 4 {
+		t.Errorf("apps.connections.open called %d times after the revocation, want 4 (the reconnect and 3 rechecks)", n)
+	}
+}
