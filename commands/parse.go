@@ -291,6 +291,8 @@ func (p *parser) command() (Command, *ParseError) {
 		c.Team, c.Days, err = p.usage()
 	case VerbCancel, VerbRelease, VerbApprove, VerbPreempt:
 		c.ID, err = p.id()
+	case VerbKeep:
+		c.ID, err = p.zombieOrRequestID()
 	case VerbExtend:
 		if c.ID, err = p.id(); err == nil {
 			c.Duration, err = p.extension()

@@ -184,10 +184,11 @@ func (c *Console) directive(ctx context.Context, line string, b Backend) bool {
 		n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(arg, "["), "]"))
 		c.mu.Lock()
 		if err != nil && arg != "" {
-			// :click <label> [request]: the newest such button.
+			// :click <label> [request]: the newest such button (the
+			// request r12, or the zombie check z3, it acts on).
 			label, req := arg, ""
 			if i := strings.LastIndexByte(arg, ' '); i > 0 {
-				if last := strings.TrimSpace(arg[i+1:]); len(last) > 1 && (last[0] == 'r' || last[0] == 'R') {
+				if last := strings.TrimSpace(arg[i+1:]); len(last) > 1 && strings.ContainsRune("rRzZ", rune(last[0])) {
 					if _, err := strconv.Atoi(last[1:]); err == nil {
 						label, req = strings.TrimSpace(arg[:i]), last
 					}

@@ -114,7 +114,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err != nil {
 		return err
 	}
-	if err := svc.Seed(ctx, cfg.Seeds()); err != nil {
+	if _, err := svc.Seed(ctx, cfg.Seeds()); err != nil {
 		return fmt.Errorf("seeding the simulated cluster from %s: %w", cfg.Name(), err)
 	}
 	con, err := console.New(o.Stdout, set.People, console.As(o.As), console.Interactive(o.Interactive), console.In(set.Location))

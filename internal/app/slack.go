@@ -94,7 +94,7 @@ func runSlackOnSim(ctx context.Context, o Options, cfg *config.Config, db *store
 	if err != nil {
 		return err
 	}
-	if err := svc.Seed(ctx, cfg.Seeds()); err != nil {
+	if _, err := svc.Seed(ctx, cfg.Seeds()); err != nil {
 		return err
 	}
 	ad, handler := newSlack(o, cfg, svc, db, log, tel, clk)

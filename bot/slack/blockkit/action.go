@@ -17,6 +17,7 @@ const ActionPrefix = "gpubot:"
 var buttonVerbs = []commands.Verb{
 	commands.VerbApprove, commands.VerbDeny, commands.VerbPreempt,
 	commands.VerbCancel, commands.VerbRelease, commands.VerbExtend,
+	commands.VerbKeep,
 }
 
 // ActionFor turns a pressed button's action_id ("gpubot:<verb>" or
