@@ -22,9 +22,13 @@ func (s *Service) zombieFound(c *call, sub subject, f finding) {
 	} else {
 		z.Workload = sub.key
 	}
+	// Work gpubot does not follow has no thread to ask in: its leads (and
+	// owner, if known) are told at once.
+	direct := sub.owner != "" && sub.req != nil
 	if sub.owner != "" {
 		z.OwnerToldAt = c.now
-	} else {
+	}
+	if !direct {
 		z.LeadsToldAt = c.now
 	}
 	z, err := s.zombies.PutZombie(c.ctx, z)
@@ -33,7 +37,7 @@ func (s *Service) zombieFound(c *call, sub subject, f finding) {
 		return
 	}
 	s.zombieAudit(c, "gpubot", "zombie-found", z, "ok", f.detail)
-	if sub.owner == "" {
+	if !direct {
 		s.tellLeads(c, z, sub)
 		return
 	}
@@ -91,7 +95,10 @@ func (s *Service) tellLeads(c *call, z records.Zombie, sub subject) {
 		plan = " gpubot will not release it: " + why + "."
 	}
 	owner := "It has no owner gpubot knows."
-	if z.Owner != "" {
+	switch {
+	case z.Owner != "" && sub.req == nil:
+		owner = fmt.Sprintf("Its owner, %s, is told too.", z.Owner)
+	case z.Owner != "":
 		owner = fmt.Sprintf("%s did not answer within %s.", z.Owner, fmtDuration(c.now.Sub(z.OwnerToldAt)))
 	}
 	text := fmt.Sprintf("%s has held %d GPUs without using them since %s: %s. %s%s", s.what(sub), z.GPUs, s.clock(z.Since), z.Detail, owner, plan)
@@ -101,6 +108,9 @@ func (s *Service) tellLeads(c *call, z records.Zombie, sub subject) {
 	buttons := s.zombieButtons(z, sub, true)
 	for _, l := range leads {
 		c.emit(s.dm(l, plain(text, buttons)))
+	}
+	if z.Owner != "" && sub.req == nil {
+		c.emit(s.dm(z.Owner, plain(text, buttons)))
 	}
 	told := "Told " + orNone(leads) + "."
 	if sub.req != nil {

@@ -407,6 +407,26 @@ func TestZombieOtherWork(t *testing.T) {
 	diff(t, "audit of the workload", []string{"gpubot zombie-found nlp/job-eval-x1 ok", "bob zombie-kept nlp/job-eval-x1 ok"}, e.audit("nlp/job-eval-x1"))
 }
 
+// TestZombieOtherWorkWithOwner: work gpubot does not follow whose owner
+// is known: the owner is told with the leads, nothing is released.
+func TestZombieOtherWorkWithOwner(t *testing.T) {
+	pol := release
+	pol.All = true
+	list := others{{ID: "k8s/nlp/job-ci-1", Workload: "nlp/job-ci-1", Job: "ci", Team: "nlp", Owner: "alice", Flavor: "h100", GPUs: 2, AdmittedAt: t0,
+		PodsNotReadySince: t0, PodsDetail: "Kueue says PodsReady: Not all pods are ready or succeeded"},
+		{ID: "k8s/other/job-x", Workload: "other/job-x", Team: "marketing", GPUs: 8, AdmittedAt: t0}} // not a team of this gpubot
+	e := newEnv(t, parse(t, small), withZombies(pol), withOthers(list), withUtil(nil))
+	outs := e.sweepAt(20 * time.Minute)
+	diff(t, "where it goes", []string{"person bob", "person alice", "channel #nlp z1"}, dests(outs))
+	check(t, outs, want{"person alice", "nlp/job-ci-1 (2× h100, nlp) has held 2 GPUs without using them since 08:00: its pods have not all been running for 20m (Kueue says PodsReady: Not all pods are ready or succeeded). Its owner, alice, is told too. gpubot will not release it: gpubot does not follow it."})
+	z := e.zombie("z1")
+	diff(t, "z1", []any{records.ZombiePodsNotReady, "alice", t0.Add(20 * time.Minute), t0.Add(20 * time.Minute)}, []any{z.Kind, z.Owner, z.OwnerToldAt, z.LeadsToldAt})
+	if outs := e.sweepAt(5 * time.Hour); len(outs) != 0 {
+		t.Errorf("said more:\n%s", show(outs))
+	}
+	check(t, e.press("alice", commands.VerbKeep, "z1", ""), want{"sender", "Noted: nlp/job-ci-1 stays."})
+}
+
 // TestSweepWithoutZombieStore: a service without WithZombies sweeps
 // nothing, and Still using it says so.
 func TestSweepWithoutZombieStore(t *testing.T) {
