@@ -114,19 +114,15 @@ func (s *Service) Sweep(ctx context.Context, now time.Time) (outs []Output) {
 		if v := recover(); v != nil {
 			s.log.Error("panic sweeping for zombies", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 		}
-		outs = public(c.outs)
+		// A sweep has no sender to answer.
+		outs = slices.DeleteFunc(slices.Clone(c.outs), func(o Output) bool { return o.To.Kind == ToSender })
 	}()
 	s.sweepZombies(c)
 	if c.changed {
 		s.refreshEstimates(c)
 		s.lastSync = c.now
 	}
-	return public(c.outs)
-}
-
-// public drops the replies meant for a sender: a sweep has none.
-func public(outs []Output) []Output {
-	return slices.DeleteFunc(outs, func(o Output) bool { return o.To.Kind == ToSender })
+	return nil // set by the deferred function
 }
 
 func (s *Service) sweepZombies(c *call) {
@@ -308,7 +304,8 @@ func (s *Service) find(c *call, sub subject, util map[string]Utilized) (finding,
 		return finding{kind: records.ZombiePastEnd, since: sub.end, detail: s.pastEndText(c, sub)}, true
 	}
 	if u, ok := util[sub.key]; ok && u.Coverage >= minCoverage && u.Peak < pol.IdleThreshold {
-		return finding{kind: records.ZombieIdle, since: c.now.Add(-pol.IdleWindow), detail: s.idleText(u)}, true
+		since := c.now.Add(-pol.IdleWindow)
+		return finding{kind: records.ZombieIdle, since: since, detail: s.idleText(u, since)}, true
 	}
 	return finding{}, false
 }
@@ -337,7 +334,7 @@ func (s *Service) stillWasting(c *call, z records.Zombie, sub subject, util map[
 }
 
 func (s *Service) podsText(c *call, sub subject) string {
-	t := fmt.Sprintf("its pods have not all been running for %s", fmtDuration(c.now.Sub(sub.podsSince)))
+	t := fmt.Sprintf("its pods have not all been running since %s", s.clock(sub.podsSince))
 	if sub.podsDetail != "" {
 		t += " (" + sub.podsDetail + ")"
 	}
@@ -345,16 +342,16 @@ func (s *Service) podsText(c *call, sub subject) string {
 }
 
 func (s *Service) pastEndText(c *call, sub subject) string {
-	t := fmt.Sprintf("it is %s past its requested end (%s)", fmtDuration(c.now.Sub(sub.end)), s.clock(sub.end))
+	t := fmt.Sprintf("it has run past its requested end (%s)", s.clock(sub.end))
 	if sub.enforced {
 		t += "; Kueue's maximum execution time should stop it"
 	}
 	return t
 }
 
-func (s *Service) idleText(u Utilized) string {
-	return fmt.Sprintf("its GPUs have been idle for the last %s: the busiest was at %s (below %s; %s)",
-		fmtDuration(s.set.Zombies.IdleWindow), percent(u.Peak), percent(s.set.Zombies.IdleThreshold), cmp.Or(u.Source, "GPU metrics"))
+func (s *Service) idleText(u Utilized, since time.Time) string {
+	return fmt.Sprintf("its GPUs have been idle since %s: the busiest was at %s (below %s; %s)",
+		s.clock(since), percent(u.Peak), percent(s.set.Zombies.IdleThreshold), cmp.Or(u.Source, "GPU metrics"))
 }
 
 func (s *Service) recoveredText(z records.Zombie, sub subject, u Utilized) string {

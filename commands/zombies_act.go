@@ -101,7 +101,7 @@ func (s *Service) tellLeads(c *call, z records.Zombie, sub subject) {
 	case z.Owner != "":
 		owner = fmt.Sprintf("%s did not answer within %s.", z.Owner, fmtDuration(c.now.Sub(z.OwnerToldAt)))
 	}
-	text := fmt.Sprintf("%s has held %d GPUs without using them since %s: %s. %s%s", s.what(sub), z.GPUs, s.clock(z.Since), z.Detail, owner, plan)
+	text := fmt.Sprintf("%s holds %d GPUs without using them: %s. %s%s", s.what(sub), z.GPUs, z.Detail, owner, plan)
 	if sub.req == nil {
 		text += fmt.Sprintf(" /gpu track %s lets gpubot follow it.", sub.key)
 	}

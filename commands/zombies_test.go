@@ -27,7 +27,13 @@ var release = commands.ZombiePolicy{Release: true}
 func (e *env) sweepAt(d time.Duration) []commands.Output {
 	e.t.Helper()
 	outs := e.advance(t0.Add(d).Sub(e.clock.Now()))
-	return append(outs, e.svc.Sweep(e.ctx, e.clock.Now())...)
+	swept := e.svc.Sweep(e.ctx, e.clock.Now())
+	for _, o := range swept {
+		if o.To.Kind == "" || o.To.Kind == commands.ToSender {
+			e.t.Errorf("the sweep made an output to %q: %+v", o.To.Kind, o)
+		}
+	}
+	return append(outs, swept...)
 }
 
 // idle gives request id's simulated GPUs a utilization of pct percent.
@@ -74,8 +80,8 @@ func TestZombieIdleNotify(t *testing.T) {
 	outs := e.sweepAt(40 * time.Minute)
 	diff(t, "where the prompt goes", []string{"person alice", "thread r1"}, dests(outs))
 	check(t, outs,
-		want{"person alice", "Your request r1 (8× h100, nlp) holds 8 GPUs but looks unused: its GPUs have been idle for the last 30m: the busiest was at 1% (below 5%; simulated). Are you still using it? If nobody answers, bob is told at 09:40."},
-		want{"thread r1", "Zombie check z1: its GPUs have been idle for the last 30m"},
+		want{"person alice", "Your request r1 (8× h100, nlp) holds 8 GPUs but looks unused: its GPUs have been idle since 08:10: the busiest was at 1% (below 5%; simulated). Are you still using it? If nobody answers, bob is told at 09:40."},
+		want{"thread r1", "Zombie check z1: its GPUs have been idle since 08:10"},
 		want{"thread r1", "Asked alice whether it is still in use."},
 	)
 	for _, to := range []string{"person alice", "thread r1"} {
@@ -83,7 +89,7 @@ func TestZombieIdleNotify(t *testing.T) {
 	}
 	z := e.zombie("z1")
 	diff(t, "z1", records.Zombie{ID: "z1", Request: "r1", Team: "nlp", Owner: "alice", Flavor: "h100", GPUs: 8, Kind: records.ZombieIdle,
-		Detail: "its GPUs have been idle for the last 30m: the busiest was at 1% (below 5%; simulated)",
+		Detail: "its GPUs have been idle since 08:10: the busiest was at 1% (below 5%; simulated)",
 		Since:  t0.Add(10 * time.Minute), FoundAt: t0.Add(40 * time.Minute), OwnerToldAt: t0.Add(40 * time.Minute)}, z)
 
 	// Nothing new until the leads' turn; then bob is told, once.
@@ -93,7 +99,7 @@ func TestZombieIdleNotify(t *testing.T) {
 	outs = e.sweepAt(100 * time.Minute)
 	diff(t, "where the escalation goes", []string{"person bob", "thread r1"}, dests(outs))
 	check(t, outs,
-		want{"person bob", "r1 (8× h100, nlp) has held 8 GPUs without using them since 08:10: its GPUs have been idle"},
+		want{"person bob", "r1 (8× h100, nlp) holds 8 GPUs without using them: its GPUs have been idle since 08:10"},
 		want{"person bob", "alice did not answer within 1h."},
 		want{"thread r1", "Zombie check z1: alice did not answer within 1h. Told bob."},
 	)
@@ -267,8 +273,8 @@ func TestZombiePodsNeverReady(t *testing.T) {
 	outs := e.sweepAt(10 * time.Minute)
 	check(t, outs,
 		want{"thread r1", "Its pod is not running: 0 of 1 pods ready; pod gpubot-r1-0: ImagePullBackOff (simulated)."},
-		want{"person alice", "Your request r1 (8× h100, nlp) holds 8 GPUs but looks unused: its pods have not all been running for 10m (0 of 1 pods ready; pod gpubot-r1-0: ImagePullBackOff (simulated))."},
-		want{"thread r1", "Zombie check z1: its pods have not all been running for 10m"},
+		want{"person alice", "Your request r1 (8× h100, nlp) holds 8 GPUs but looks unused: its pods have not all been running since 08:00 (0 of 1 pods ready; pod gpubot-r1-0: ImagePullBackOff (simulated))."},
+		want{"thread r1", "Zombie check z1: its pods have not all been running since 08:00"},
 	)
 	r := e.req("r1")
 	diff(t, "r1's pods", []any{t0, "0 of 1 pods ready; pod gpubot-r1-0: ImagePullBackOff (simulated)"}, []any{r.PodsNotReadySince, r.PodsDetail})
@@ -296,7 +302,7 @@ func TestZombiePastEndLeftToKueue(t *testing.T) {
 	// The sweep runs ahead of the cluster: the cluster has not yet stopped
 	// r1 at 10:00 when the sweep looks at 10:10.
 	outs := e.svc.Sweep(e.ctx, t0.Add(2*time.Hour+10*time.Minute))
-	check(t, outs, want{"person alice", "it is 10m past its requested end (10:00); Kueue's maximum execution time should stop it. Are you still using it? If nobody answers, bob is told at 11:10; gpubot will not release it: Kueue's maximum execution time stops it."})
+	check(t, outs, want{"person alice", "it has run past its requested end (10:00); Kueue's maximum execution time should stop it. Are you still using it? If nobody answers, bob is told at 11:10; gpubot will not release it: Kueue's maximum execution time stops it."})
 	outs = e.svc.Sweep(e.ctx, t0.Add(3*time.Hour+10*time.Minute))
 	check(t, outs, want{"person bob", "gpubot will not release it: Kueue's maximum execution time stops it."})
 	if outs := e.svc.Sweep(e.ctx, t0.Add(9*time.Hour)); len(outs) != 0 {
@@ -347,7 +353,7 @@ func TestZombieWithoutOwner(t *testing.T) {
 	outs := e.sweepAt(30 * time.Minute)
 	diff(t, "where it goes", []string{"person bob", "thread r7"}, dests(outs))
 	check(t, outs,
-		want{"person bob", "r7 (8× h100, nlp) has held 8 GPUs without using them since 08:00: its GPUs have been idle for the last 30m"},
+		want{"person bob", "r7 (8× h100, nlp) holds 8 GPUs without using them: its GPUs have been idle since 08:00"},
 		want{"person bob", "It has no owner gpubot knows. gpubot will not release it: it has no owner gpubot knows."})
 	if outs := e.sweepAt(4 * time.Hour); len(outs) != 0 {
 		t.Errorf("said more:\n%s", show(outs))
@@ -387,7 +393,7 @@ func TestZombieOtherWork(t *testing.T) {
 	outs := e.sweepAt(30 * time.Minute)
 	diff(t, "where it goes", []string{"person bob", "channel #nlp z1"}, dests(outs))
 	check(t, outs,
-		want{"person bob", "nlp/job-eval-x1 (4× h100, nlp) has held 4 GPUs without using them since 08:00: its GPUs have been idle for the last 30m: the busiest was at 0% (below 5%; DCGM via Prometheus). It has no owner gpubot knows. gpubot will not release it: gpubot does not follow it. /gpu track nlp/job-eval-x1 lets gpubot follow it."},
+		want{"person bob", "nlp/job-eval-x1 (4× h100, nlp) holds 4 GPUs without using them: its GPUs have been idle since 08:00: the busiest was at 0% (below 5%; DCGM via Prometheus). It has no owner gpubot knows. gpubot will not release it: gpubot does not follow it. /gpu track nlp/job-eval-x1 lets gpubot follow it."},
 		want{"channel #nlp z1", "Zombie check z1: nlp/job-eval-x1"})
 	diff(t, "buttons", []string{"Still in use: keep z1"}, buttons(said(outs, "person bob")[0]))
 	z := e.zombie("z1")
@@ -418,7 +424,7 @@ func TestZombieOtherWorkWithOwner(t *testing.T) {
 	e := newEnv(t, parse(t, small), withZombies(pol), withOthers(list), withUtil(nil))
 	outs := e.sweepAt(20 * time.Minute)
 	diff(t, "where it goes", []string{"person bob", "person alice", "channel #nlp z1"}, dests(outs))
-	check(t, outs, want{"person alice", "nlp/job-ci-1 (2× h100, nlp) has held 2 GPUs without using them since 08:00: its pods have not all been running for 20m (Kueue says PodsReady: Not all pods are ready or succeeded). Its owner, alice, is told too. gpubot will not release it: gpubot does not follow it."})
+	check(t, outs, want{"person alice", "nlp/job-ci-1 (2× h100, nlp) holds 2 GPUs without using them: its pods have not all been running since 08:00 (Kueue says PodsReady: Not all pods are ready or succeeded). Its owner, alice, is told too. gpubot will not release it: gpubot does not follow it."})
 	z := e.zombie("z1")
 	diff(t, "z1", []any{records.ZombiePodsNotReady, "alice", t0.Add(20 * time.Minute), t0.Add(20 * time.Minute)}, []any{z.Kind, z.Owner, z.OwnerToldAt, z.LeadsToldAt})
 	if outs := e.sweepAt(5 * time.Hour); len(outs) != 0 {

@@ -68,6 +68,10 @@ func As(name string) Option { return func(c *Console) { c.as = name } }
 // Interactive selects prompts (terminal) or echoed lines (pipe). Default false.
 func Interactive(on bool) Option { return func(c *Console) { c.interactive = on } }
 
+// Clock stamps what is printed before Run with now's time (Run then
+// uses the backend's). Default: the wall clock.
+func Clock(now func() time.Time) Option { return func(c *Console) { c.now = now } }
+
 // In shows times in loc. Default UTC.
 func In(loc *time.Location) Option { return func(c *Console) { c.loc = loc } }
 
