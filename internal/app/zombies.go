@@ -68,10 +68,11 @@ func seedUses(ctx context.Context, cfg *config.Config, sim *simcluster.Cluster, 
 	return nil
 }
 
-// sweepClock says when the zombie sweep is due. It runs the sweep at
-// every multiple of an interval (counted from midnight UTC) taken from
-// zombies.schedule: "*/N * * * *" is every N minutes, "@every D" every D,
-// "@hourly" every hour; other specs run every 10 minutes, with a warning.
+// sweepClock says when the zombie sweep is due: at every multiple of an
+// interval taken from zombies.schedule, aligned to the clock ("*/10 * * * *"
+// runs at :00, :10, …): "*/N * * * *" is every N minutes (N dividing 60),
+// "* * * * *" every minute, "@every D" every D, "@hourly" every hour;
+// other specs run every 10 minutes, with a warning in the log.
 //
 // It stands in for the scheduler of scheduled jobs (package digest), which
 // owns cron specs; once that is wired, the sweep is one of its jobs
