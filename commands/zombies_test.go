@@ -185,7 +185,9 @@ func TestZombieKeep(t *testing.T) {
 	e.use("r1", 2)
 	e.sweepAt(30 * time.Minute)
 
-	outs := e.press("dave", commands.VerbKeep, "r1", "z1")
+	outs := e.do("alice", "status r1")
+	check(t, outs, want{"sender", "Zombie check z1 (open since 08:30): its GPUs have been idle since 08:00"}, want{"sender", "[Still using it]"})
+	outs = e.press("dave", commands.VerbKeep, "r1", "z1")
 	check(t, outs, want{"sender", "Only alice (whose it is), bob (lead of nlp) or carol (admin) can answer zombie check z1. Nothing was changed."})
 	if z := e.zombie("z1"); z.Outcome != records.ZombieOpen {
 		t.Fatalf("a stranger's press closed z1: %s", z.Outcome)
