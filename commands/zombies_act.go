@@ -227,7 +227,11 @@ func (s *Service) resolveZombie(c *call, z records.Zombie, outcome records.Zombi
 // finished).
 func (s *Service) zombieGone(c *call, z records.Zombie) {
 	outcome, text := records.ZombieFinished, fmt.Sprintf("It no longer holds GPUs; zombie check %s closed.", z.ID)
-	if z.Request != "" {
+	if z.Request == "" {
+		// Work gpubot did not follow has ended, or is tracked now (and a
+		// new check, if still wasted, is about the request).
+		text = fmt.Sprintf("It is no longer admitted work outside gpubot (it ended, or is tracked now); zombie check %s closed.", z.ID)
+	} else {
 		if r, err := s.deps.Requests.GetRequest(c.ctx, z.Request); err == nil && r.State == records.StateQueued {
 			outcome = records.ZombieEvicted
 		}

@@ -410,7 +410,7 @@ func TestZombieOtherWork(t *testing.T) {
 	e.sweepAt(6 * time.Hour)
 	list = nil
 	outs = e.sweepAt(7 * time.Hour)
-	check(t, outs, want{"thread z2", "It no longer holds GPUs; zombie check z2 closed."})
+	check(t, outs, want{"thread z2", "It is no longer admitted work outside gpubot (it ended, or is tracked now); zombie check z2 closed."})
 	diff(t, "outcomes", []records.ZombieOutcome{records.ZombieKept, records.ZombieFinished}, []records.ZombieOutcome{e.zombie("z1").Outcome, e.zombie("z2").Outcome})
 	diff(t, "audit of the workload", []string{"gpubot zombie-found nlp/job-eval-x1 ok", "bob zombie-kept nlp/job-eval-x1 ok"}, e.audit("nlp/job-eval-x1"))
 }
@@ -444,4 +444,25 @@ func TestSweepWithoutZombieStore(t *testing.T) {
 		t.Errorf("Sweep said %v", show(outs))
 	}
 	check(t, e.do("alice", "keep r1"), want{"sender", "gpubot is not checking for unused GPUs here"})
+}
+
+// TestZombieIdleNeedsCoverage: GPUs that reported for only part of the
+// window are not judged idle, and an open idle check whose figures thin
+// out is neither cleared nor escalated.
+func TestZombieIdleNeedsCoverage(t *testing.T) {
+	util := fixedUtil{"r1": {Peak: 0, Coverage: 0.5, Source: "DCGM via Prometheus"}}
+	e := newEnv(t, parse(t, small), withZombies(notify), withUtil(util))
+	e.do("alice", "request 8xh100 for 6h")
+	if outs := e.sweepAt(40 * time.Minute); len(outs) != 0 {
+		t.Fatalf("judged idle on half a window of samples:\n%s", show(outs))
+	}
+	util["r1"] = commands.Utilized{Peak: 0, Coverage: 0.95, Source: "DCGM via Prometheus"}
+	check(t, e.sweepAt(50*time.Minute), want{"person alice", "its GPUs have been idle since 08:20"})
+	util["r1"] = commands.Utilized{Peak: 90, Coverage: 0.2, Source: "DCGM via Prometheus"}
+	if outs := e.sweepAt(3 * time.Hour); len(outs) != 0 {
+		t.Errorf("acted on a fifth of a window of samples:\n%s", show(outs))
+	}
+	if z := e.zombie("z1"); z.Outcome != records.ZombieOpen || !z.LeadsToldAt.IsZero() {
+		t.Errorf("z1 %s, leads told %v; want open, not escalated", z.Outcome, z.LeadsToldAt)
+	}
 }
