@@ -47,8 +47,9 @@ func (s *scenario) startBot(path string) *bot {
 }
 
 // startBotWith is startBot with settings set and, when set has a zombie
-// policy (Zombies.LeadsGrace), the zombie sweep on with the store.
-func (s *scenario) startBotWith(path string, set commands.Settings) *bot {
+// policy (Zombies.LeadsGrace), the zombie sweep on with the store; more
+// gives further service options made with the bridge.
+func (s *scenario) startBotWith(path string, set commands.Settings, more ...func(*k8sbridge.Bridge) commands.Option) *bot {
 	s.t.Helper()
 	db, err := store.Open(path)
 	if err != nil {
@@ -66,6 +67,9 @@ func (s *scenario) startBotWith(path string, set commands.Settings) *bot {
 	opts := []commands.Option{commands.WithTracker(b)}
 	if set.Zombies.LeadsGrace > 0 {
 		opts = append(opts, commands.WithZombies(db), commands.WithOthers(b))
+	}
+	for _, m := range more {
+		opts = append(opts, m(b))
 	}
 	svc, err := commands.NewService(ctx, set, commands.Deps{Cluster: b, Requests: db, IDs: db, Audit: db, Usage: db, Clock: clock.RealClock{}}, opts...)
 	if err != nil {

@@ -1,12 +1,20 @@
 package k8sbridge_test
 
 import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/gpubot/gpubot/commands"
+	"github.com/gpubot/gpubot/gpumetrics"
+	"github.com/gpubot/gpubot/internal/promenv"
 	"github.com/gpubot/gpubot/k8sbridge"
 	"github.com/gpubot/gpubot/records"
 	"github.com/gpubot/gpubot/store"
@@ -110,6 +118,8 @@ func TestZombiePastEndEvictedByKueue(t *testing.T) {
 	if got := x.request("r1").EndReason; got != "reached its requested time" {
 		t.Errorf("r1 ended: %q, want its time up (Kueue's maximum execution time)", got)
 	}
+	// The request's end is saved before its zombie check is closed.
+	s.eventually("z1 closed", func() bool { return x.zombie("z1").Outcome != records.ZombieOpen })
 	z := x.zombie("z1")
 	if z.Kind != records.ZombiePastEnd || z.Outcome != records.ZombieEvicted || z.ResolvedBy != "kueue" {
 		t.Errorf("z1 = %+v, want past-end, evicted by kueue", z)
@@ -125,5 +135,66 @@ func TestZombiePastEndEvictedByKueue(t *testing.T) {
 	}
 	if n := len(s.jobsOf("r1")); n != 1 {
 		t.Errorf("%d Jobs of r1 after Kueue stopped it, want its Job left as Kueue left it", n)
+	}
+}
+
+// TestZombieIdleGPUsFromPrometheus: the whole idle-GPU path with real
+// parts. A request runs on kwok; an exporter in the test reports its
+// pod's GPUs (by the pod's real name and namespace) in the DCGM
+// exporter's format as idle; a real Prometheus scrapes it; the sweep asks
+// through gpumetrics, with the bridge saying which Job's pods to look at,
+// and finds the idle zombie.
+func TestZombieIdleGPUsFromPrometheus(t *testing.T) {
+	promenv.Bin(t) // skips first with GPUBOT_SKIP_PROMETHEUS=1
+	s := newScenario(t, map[string]int{"h100": 0}, teamSpec{name: "nlp", quotas: []flavorQuota{{flavor: "h100", nominal: 16}}})
+	s.fakeNodes("h100", 1, 2)
+	s.cfg.Templates = map[string][]byte{"default": []byte(k8sbridge.DefaultJobTemplate + `    metadata:
+      annotations:
+        pod-complete.stage.kwok.x-k8s.io/delay: 1h
+        pod-complete.stage.kwok.x-k8s.io/jitter-delay: 1h
+`)}
+	var mu sync.Mutex
+	var metrics string
+	exporter := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprint(w, "# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n"+metrics)
+	}))
+	defer exporter.Close()
+	prom := promenv.Start(t, promenv.Options{Targets: []string{strings.TrimPrefix(exporter.URL, "http://")}, ScrapeInterval: 250 * time.Millisecond})
+	set := zombieSettings(time.Minute)
+	set.Zombies.IdleWindow = 4 * time.Second
+	x := s.startBotWith(filepath.Join(t.TempDir(), "gpubot.db"), set, func(b *k8sbridge.Bridge) commands.Option {
+		src, err := gpumetrics.New(prom.URL, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return commands.WithUtilization(src)
+	})
+	x.say("alice", "/gpu request 8 for 2h")
+	x.waitState("r1", records.StateRunning)
+	s.eventually("r1's pods reported ready", func() bool { return !x.request("r1").PodsReadyAt.IsZero() })
+	pods, err := s.kube.CoreV1().Pods(s.n("nlp")).List(s.ctx, metav1.ListOptions{LabelSelector: k8sbridge.LabelRequest + "=r1"})
+	if err != nil || len(pods.Items) != 1 {
+		t.Fatalf("r1's pods: %d, %v", len(pods.Items), err)
+	}
+	mu.Lock()
+	for i, p := range pods.Items {
+		for g := range 8 {
+			metrics += fmt.Sprintf("DCGM_FI_DEV_GPU_UTIL{gpu=\"%d\",UUID=\"GPU-%d-%d\",device=\"nvidia%d\",modelName=\"NVIDIA H100 80GB HBM3\",Hostname=%q,container=\"main\",namespace=%q,pod=%q} %d\n",
+				g, i, g, g, p.Spec.NodeName, p.Namespace, p.Name, g%3) // 0–2 %
+		}
+	}
+	mu.Unlock()
+	var outs []commands.Output
+	s.eventually("the sweep to find r1's GPUs idle", func() bool {
+		outs = x.svc.Sweep(s.ctx, time.Now())
+		return len(outs) > 0
+	})
+	if got := saidTo(outs, "alice"); !strings.Contains(got, "its GPUs have been idle since") || !strings.Contains(got, "the busiest was at 2% (below 5%; DCGM via Prometheus)") {
+		t.Errorf("alice was told %q", got)
+	}
+	if z := x.zombie("z1"); z.Kind != records.ZombieIdle || z.Request != "r1" || z.GPUs != 8 {
+		t.Errorf("z1 = %+v", z)
 	}
 }
