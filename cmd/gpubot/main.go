@@ -31,6 +31,8 @@ const usage = `gpubot — GPU requests by chat, on Kubernetes clusters that run 
 People ask for GPUs with /gpu commands; gpubot answers at once with where
 the request stands and when it will start, asks the right lead to approve
 what needs approval, and follows the work until the GPUs are released.
+Every 10 minutes it sweeps for zombies (work holding GPUs without using
+them) and asks their owners.
 
 Usage:
   gpubot [command] [flags]
@@ -47,7 +49,8 @@ Commands:
   help      show this help, or a command's: gpubot help console
 
 With no configuration gpubot uses its bundled example (deploy/gpubot.example.yaml):
-two GPU flavors, three teams in a shared cohort, and some work already running.
+two GPU flavors, three teams in a shared cohort, and some work already running,
+two of it zombies.
 
 Run "gpubot <command> --help" for a command's flags.
 `
