@@ -20,6 +20,8 @@ const (
 	VerbApprove  Verb = "approve"
 	VerbDeny     Verb = "deny"
 	VerbPreempt  Verb = "preempt"
+	VerbDigest   Verb = "digest"
+	VerbReport   Verb = "report"
 	VerbHelp     Verb = "help"
 )
 
@@ -27,7 +29,7 @@ const (
 var Verbs = []Verb{
 	VerbRequest, VerbStatus, VerbQueue, VerbCapacity, VerbUsage, VerbWhatIf,
 	VerbCancel, VerbRelease, VerbExtend, VerbApprove, VerbDeny, VerbPreempt,
-	VerbTrack, VerbHelp,
+	VerbTrack, VerbDigest, VerbReport, VerbHelp,
 }
 
 // Command is one parsed /gpu command. Which fields are set depends on Verb:
@@ -41,6 +43,8 @@ var Verbs = []Verb{
 //	deny <id> [reason]          ID, Reason (optional)
 //	queue [team|flavor]         Team or Flavor (at most one)
 //	usage [team] [N d]          Team (optional), Days (0 = default)
+//	digest [team]               Team (optional: "" is the cluster-wide digest)
+//	report                      nothing
 //	track <namespace>/<job>     Namespace, Job
 //	help [verb]                 Topic (optional)
 type Command struct {

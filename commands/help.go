@@ -25,6 +25,8 @@ var verbHelp = map[Verb]struct {
 	VerbApprove:  {"Approve a request that needs approval; it is submitted at once.", "the team's leads, admins", []string{"/gpu approve r12"}},
 	VerbDeny:     {"Deny a request that needs approval, optionally saying why.", "the team's leads, admins", []string{"/gpu deny r12 please use a100 for this"}},
 	VerbPreempt:  {"Start a queued request now by preempting the lower-priority work gpubot proposes; the victims are requeued and told.", "admins", []string{"/gpu preempt r12"}},
+	VerbDigest:   {"Yesterday's digest, shown only to you: GPU-hours by team (by person for one team) against fair share and quota, waits by priority, requests started, finished, preempted, denied and expired, approvals pending for hours, fragmentation, zombies, estimate accuracy, the capacity verdict with a what-if, and a chart. Without a team, the cluster-wide digest. The same digests are posted on the schedules in the config's digests.", "everyone", []string{"/gpu digest", "/gpu digest nlp"}},
+	VerbReport:   {"The weekly success report, shown only to you: manual interventions, high-priority p95 wait, fragmentation and zombie GPU-hours, this week against last week and gpubot's first week, and what gpubot did automatically instead. It is also posted on the schedule in the config's report.", "everyone", []string{"/gpu report"}},
 	VerbTrack:    {"Follow a workload submitted outside gpubot (kubectl, CI). Needs a Kubernetes cluster.", "everyone", []string{"/gpu track nlp/llama-pretrain"}},
 	VerbHelp:     {"This help; with a command, its details.", "everyone", []string{"/gpu help", "/gpu help request"}},
 }

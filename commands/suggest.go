@@ -24,6 +24,8 @@ var usages = map[Verb]string{
 	VerbApprove:  `approve <id>`,
 	VerbDeny:     `deny <id> [reason]`,
 	VerbPreempt:  `preempt <id>`,
+	VerbDigest:   `digest [<team>]`,
+	VerbReport:   `report`,
 	VerbHelp:     `help [<verb>]`,
 }
 
@@ -51,6 +53,10 @@ func verbExample(verb Verb, v Vocabulary) string {
 		return "/gpu queue " + flavor
 	case VerbCapacity:
 		return "/gpu capacity"
+	case VerbDigest:
+		return "/gpu digest " + team
+	case VerbReport:
+		return "/gpu report"
 	case VerbUsage:
 		return "/gpu usage " + team + " 30d"
 	case VerbExtend:

@@ -24,10 +24,13 @@ var (
 	bucketDedupe       = []byte("dedupe")
 	bucketDedupeExpiry = []byte("dedupe-expiry")
 	bucketState        = []byte("state")
+	bucketJobs         = []byte("jobs")
+	bucketSamples      = []byte("samples")
 
 	allBuckets = [][]byte{
 		bucketMeta, bucketRequests, bucketAudit, bucketUsage, bucketUsageIndex,
 		bucketThreads, bucketDedupe, bucketDedupeExpiry, bucketState,
+		bucketJobs, bucketSamples,
 	}
 )
 
