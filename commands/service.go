@@ -48,7 +48,7 @@ type Service struct {
 	deps    Deps
 	log     *slog.Logger
 	horizon time.Duration
-	tracker Tracker // optional; nil refuses /gpu track
+	tracker Tracker  // optional; nil refuses /gpu track
 	digests Digester // optional; nil answers that digests are off
 
 	mu       sync.Mutex
