@@ -61,7 +61,7 @@ func (s *Service) observe(c *call, events []allocator.Event, skip string) {
 				continue
 			}
 			r.State = records.StateRunning
-			r.Waits = append(r.Waits, records.Wait{From: waitedFrom(r), To: ev.At})
+			r.Waits = append(r.Waits, records.Wait{From: r.WaitingSince(), To: ev.At})
 			r.AdmittedAt = ev.At
 			if ev.Admission != nil {
 				r.AdmittedFlavor = ev.Admission.Flavor
@@ -130,17 +130,6 @@ func (s *Service) observe(c *call, events []allocator.Event, skip string) {
 		}
 		c.emit(thread(r.ID, plain(msg)), s.updateCard(c, r))
 	}
-}
-
-// waitedFrom is when r's current wait for GPUs began: its creation (the
-// wait for approval counts) or, after a preemption, its requeue.
-func waitedFrom(r records.Request) time.Time {
-	if len(r.Waits) > 0 || r.Preemptions > 0 {
-		if !r.QueuedAt.IsZero() {
-			return r.QueuedAt
-		}
-	}
-	return r.CreatedAt
 }
 
 // observePods reports on a running request's pods: all running (in the

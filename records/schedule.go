@@ -73,3 +73,13 @@ func (s Sample) FragPctAll() float64 {
 	}
 	return 100 * frag / float64(all)
 }
+
+// WaitingSince is when r's current (or last) wait for GPUs began: its
+// creation (so the wait for approval counts), or its requeue after a
+// preemption.
+func (r Request) WaitingSince() time.Time {
+	if (len(r.Waits) > 0 || r.Preemptions > 0) && !r.QueuedAt.IsZero() {
+		return r.QueuedAt
+	}
+	return r.CreatedAt
+}
