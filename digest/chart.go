@@ -30,7 +30,7 @@ type chartData struct {
 	hours  map[string][]float64 // key → GPU-hours per day
 	keys   []string             // stacking order, largest first
 	p95    map[string][]time.Duration
-	prios  []string // highest first
+	prios  []string         // highest first
 	waited map[string][]int // priority → waits counted per day
 }
 

@@ -53,13 +53,13 @@ func mustSchedule(t *testing.T, spec string, loc *time.Location) digest.Schedule
 func TestParseSchedule(t *testing.T) {
 	from := time.Date(2026, 12, 1, 7, 0, 0, 0, time.UTC) // a Tuesday, 08:00 in Berlin
 	for spec, want := range map[string]string{
-		"0 9 * * 1-5":                     "2026-12-01T08:00:00Z", // 09:00 Berlin
-		"CRON_TZ=America/New_York 0 9 * *": "",                    // four fields
-		"CRON_TZ=UTC 0 9 * * *":           "2026-12-01T09:00:00Z",
-		"*/10 * * * *":                    "2026-12-01T07:10:00Z",
-		"@daily":                          "2026-12-01T23:00:00Z", // midnight Berlin
-		"@every 10m":                      "2026-12-01T07:10:00Z",
-		"0 9 * * 6":                       "2026-12-05T08:00:00Z", // Saturday
+		"0 9 * * 1-5":                      "2026-12-01T08:00:00Z", // 09:00 Berlin
+		"CRON_TZ=America/New_York 0 9 * *": "",                     // four fields
+		"CRON_TZ=UTC 0 9 * * *":            "2026-12-01T09:00:00Z",
+		"*/10 * * * *":                     "2026-12-01T07:10:00Z",
+		"@daily":                           "2026-12-01T23:00:00Z", // midnight Berlin
+		"@every 10m":                       "2026-12-01T07:10:00Z",
+		"0 9 * * 6":                        "2026-12-05T08:00:00Z", // Saturday
 	} {
 		s, err := digest.ParseSchedule(spec, berlin)
 		if want == "" {
