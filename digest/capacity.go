@@ -130,6 +130,8 @@ func (e *Engine) verdict(ctx context.Context, now time.Time, samples []records.S
 	switch reason, share := b.top(); {
 	case b.samples == 0:
 		head = fmt.Sprintf("The queue was not sampled %s, so what it waited for is not known.", of)
+	case b.waiting == 0 && b.samples == 1:
+		head = fmt.Sprintf("Nothing waited for GPUs in the one sample %s.", of)
 	case b.waiting == 0:
 		head = fmt.Sprintf("Nothing waited for GPUs in any of the %d samples %s.", b.samples, of)
 	default:

@@ -226,7 +226,7 @@ func waitCell(st waitStats) string {
 	if st.n == 0 {
 		return "none waited"
 	}
-	s := fmtDur(st.p95) + fmt.Sprintf(" (%d waits", st.n)
+	s := fmtDur(st.p95) + " (" + plural(st.n, "wait", "waits")
 	if st.censored > 0 {
 		s += fmt.Sprintf(", %d still waiting", st.censored)
 	}
