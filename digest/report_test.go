@@ -43,7 +43,7 @@ func TestWeeklyReport(t *testing.T) {
 		ok(d(11, 24, 10, 0), "carol", "preempt", "r16", ""),
 		ok(d(11, 25, 10, 0), "carol", "preempt", "r16", ""),
 		ok(d(12, 1, 10, 0), "carol", "preempt", "r15", ""),
-		ok(d(12, 1, 10, 0), "carol", "preempted", "r10", ""), // the admin's victim
+		ok(d(12, 1, 10, 0), "carol", "preempted", "r10", ""),  // the admin's victim
 		ok(d(12, 2, 11, 0), "gpubot", "preempted", "r11", ""), // Kueue's policy
 		ok(d(12, 3, 10, 0), "bob", "approve", "r12", "button"),
 		ok(d(12, 3, 10, 0), "bob", "approve", "r13", "button"),
