@@ -48,7 +48,7 @@ func (e *Engine) dailyChart(d *daily, use []records.UsageRecord, reqs, scoped []
 			return person
 		}
 	}
-	cd.title = fmt.Sprintf("%s: GPU-hours by %s and p95 wait by priority, %s to %s", d.scope(), by, e.date(d.day.to.AddDate(0, 0, -7)), e.date(d.day.from))
+	cd.title = fmt.Sprintf("GPU-hours by %s and p95 wait by priority, %s, %s to %s", by, d.scope(), e.date(d.day.to.AddDate(0, 0, -7)), e.date(d.day.from))
 	totals := map[string]float64{}
 	for i := 7; i >= 1; i-- {
 		p := period{from: d.day.to.AddDate(0, 0, -i), to: d.day.to.AddDate(0, 0, -i+1)}
@@ -160,6 +160,8 @@ func (cd chartData) draw() ([]byte, error) {
 	}
 	top.Add(plotter.NewGrid())
 	top.Y.Min = 0
+	top.X.Min, top.X.Max = -0.6, float64(len(cd.days))-0.4
+	top.Y.Max = max(top.Y.Max*1.15, 1) // room for the legend
 
 	bottom.NominalX(cd.days...)
 	unit, name := time.Minute, "minutes"
@@ -193,6 +195,8 @@ func (cd chartData) draw() ([]byte, error) {
 	}
 	bottom.Add(plotter.NewGrid())
 	bottom.Y.Min = 0
+	bottom.Y.Max = max(bottom.Y.Max*1.15, 1)
+	bottom.X.Min, bottom.X.Max = -0.6, float64(len(cd.days))-0.4
 	return renderPNG([][]*plot.Plot{{top}, {bottom}}, 8*vg.Inch, 7*vg.Inch)
 }
 

@@ -195,11 +195,7 @@ func (d *daily) reply(e *Engine, posted bool) commands.Reply {
 	if st, ok := d.highWaits(e); ok {
 		head += ", high-priority p95 wait " + fmtDur(st.p95)
 	}
-	blocks := []commands.Block{
-		{Kind: commands.BlockHeader, Text: fmt.Sprintf("GPU digest: %s, %s", d.scope(), date)},
-		{Kind: commands.BlockSection, Text: head + "."},
-	}
-	blocks = append(blocks, d.usageBlocks(e)...)
+	blocks := d.usageBlocks(e)
 	blocks = append(blocks, d.waitBlock(e), d.countBlock(e))
 	if len(d.approvals) > 0 {
 		blocks = append(blocks, d.approvalBlock(e))

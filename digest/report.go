@@ -164,7 +164,12 @@ func (w *weekly) reply(e *Engine) commands.Reply {
 	if !w.firstIsThis {
 		head += fmt.Sprintf(", first week %d", w.first.interventions())
 	}
-	head += "), high-priority p95 wait " + waitCell(w.this.high) + "."
+	head += ")"
+	if w.this.high.n == 0 {
+		head += ", no high-priority waits."
+	} else {
+		head += ", high-priority p95 wait " + waitCell(w.this.high) + "."
+	}
 	cols := []string{"", "This week", "Last week"}
 	weeks := []week{w.this, w.last}
 	if !w.firstIsThis {
@@ -207,8 +212,6 @@ func (w *weekly) reply(e *Engine) commands.Reply {
 		plural(w.this.autoReleases, "zombie released by gpubot", "zombies released by gpubot"),
 		plural(w.this.buttonApprovals, "approval by button", "approvals by button"))
 	blocks := []commands.Block{
-		{Kind: commands.BlockHeader, Text: "GPU success report: " + span(w.this.p)},
-		{Kind: commands.BlockSection, Text: head},
 		{Kind: commands.BlockTable, Table: &commands.Table{Columns: cols, Rows: rows}},
 		{Kind: commands.BlockSection, Text: auto},
 		{Kind: commands.BlockSection, Text: "Capacity: " + w.verdict},

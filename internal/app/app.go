@@ -21,6 +21,7 @@ import (
 	"github.com/gpubot/gpubot/bot"
 	"github.com/gpubot/gpubot/bot/console"
 	"github.com/gpubot/gpubot/commands"
+	"github.com/gpubot/gpubot/digest"
 	"github.com/gpubot/gpubot/internal/config"
 	"github.com/gpubot/gpubot/simcluster"
 	"github.com/gpubot/gpubot/store"
@@ -108,21 +109,26 @@ func Run(ctx context.Context, o Options) (err error) {
 		clock.Set(sim.Now())
 	}
 	set := cfg.Settings()
+	eng, sched, err := newDigests(cfg, db, sim, log)
+	if err != nil {
+		return err
+	}
 	svc, err := commands.NewService(ctx, set, commands.Deps{
 		Cluster: sim, Requests: db, IDs: db, Audit: db, Usage: db, Clock: clock,
-	}, commands.WithLogger(log))
+	}, commands.WithLogger(log), commands.WithDigests(eng))
 	if err != nil {
 		return err
 	}
 	if err := svc.Seed(ctx, cfg.Seeds()); err != nil {
 		return fmt.Errorf("seeding the simulated cluster from %s: %w", cfg.Name(), err)
 	}
-	con, err := console.New(o.Stdout, set.People, console.As(o.As), console.Interactive(o.Interactive), console.In(set.Location))
+	con, err := console.New(o.Stdout, set.People, console.As(o.As), console.Interactive(o.Interactive), console.In(set.Location),
+		console.Files(filepath.Join(o.DataDir, "files")))
 	if err != nil {
 		return err
 	}
 	rt := bot.New(svc, con, bot.WithDeduper(db, 24*time.Hour, clock), bot.WithLogger(log))
-	be := &backend{rt: rt, sim: sim, svc: svc, clock: clock}
+	be := &backend{rt: rt, sim: sim, svc: svc, sched: sched, clock: clock}
 	log.Info("gpubot console starting", "config", cfg.Name(), "dataDir", o.DataDir, "simulatedTime", clock.Now(), "fresh", fresh)
 	// Catch up: reconcile the store with the cluster, refresh estimates.
 	if err := be.sync(ctx); err != nil {
@@ -172,6 +178,7 @@ type backend struct {
 	rt    *bot.Runtime
 	sim   *simcluster.Cluster
 	svc   *commands.Service
+	sched *digest.Scheduler
 	clock *ManualClock
 }
 
@@ -181,8 +188,9 @@ func (b *backend) Process(ctx context.Context, in commands.Input) {
 
 func (b *backend) Now() time.Time { return b.clock.Now() }
 
-// Advance moves time in steps, stopping at every workload end and every
-// reminder on the way, so that each thing happens at its own time.
+// Advance moves time in steps, stopping at every workload end, every
+// reminder and every scheduled job on the way, so that each thing happens
+// at its own time.
 func (b *backend) Advance(ctx context.Context, d time.Duration) error {
 	target := b.clock.Now().Add(d)
 	for {
@@ -192,6 +200,9 @@ func (b *backend) Advance(ctx context.Context, d time.Duration) error {
 			next = t
 		}
 		if t := b.svc.NextWakeup(ctx, now); t.After(now) && t.Before(next) {
+			next = t
+		}
+		if t := b.sched.Next(); t.After(now) && t.Before(next) {
 			next = t
 		}
 		b.clock.Set(next)
@@ -204,13 +215,15 @@ func (b *backend) Advance(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// sync brings the cluster to the clock's time and reports what happened.
+// sync brings the cluster to the clock's time, reports what happened and
+// runs the scheduled jobs that are due.
 func (b *backend) sync(ctx context.Context) error {
 	events, err := b.sim.Advance(ctx)
 	if err != nil {
 		return fmt.Errorf("advancing the simulated cluster: %w", err)
 	}
 	b.rt.DeliverNow(ctx, b.svc.Observe(ctx, events))
+	b.rt.DeliverNow(ctx, b.sched.RunDue(ctx, b.clock.Now()))
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -96,9 +97,13 @@ func runOnCluster(ctx context.Context, o Options, cfg *config.Config, db *store.
 		log.Warn("configuration and cluster disagree", "problem", w)
 	}
 	set := cfg.Settings()
+	eng, sched, err := newDigests(cfg, db, br, log)
+	if err != nil {
+		return err
+	}
 	svc, err := commands.NewService(ctx, set, commands.Deps{
 		Cluster: br, Requests: db, IDs: db, Audit: tel.audit(db), Usage: db, Clock: wallClock{},
-	}, commands.WithLogger(log), commands.WithTracker(br))
+	}, commands.WithLogger(log), commands.WithTracker(br), commands.WithDigests(eng))
 	if err != nil {
 		return err
 	}
@@ -116,7 +121,8 @@ func runOnCluster(ctx context.Context, o Options, cfg *config.Config, db *store.
 		tel.ready(ad.Ready)
 		sender = ad
 	} else {
-		con, err = console.New(o.Stdout, set.People, console.As(o.As), console.Interactive(o.Interactive), console.In(set.Location))
+		con, err = console.New(o.Stdout, set.People, console.As(o.As), console.Interactive(o.Interactive), console.In(set.Location),
+			console.Files(filepath.Join(o.DataDir, "files")))
 		if err != nil {
 			return err
 		}
@@ -137,6 +143,14 @@ func runOnCluster(ctx context.Context, o Options, cfg *config.Config, db *store.
 		})
 	}()
 	rt.DeliverNow(ctx, svc.Observe(ctx, nil))
+	// Post what was missed while gpubot was down, then let robfig/cron
+	// fire the scheduled jobs in real time.
+	rt.DeliverNow(ctx, sched.RunDue(ctx, time.Now()))
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		sched.RunCron(ctx, time.Now, rt.DeliverNow)
+	}()
 	every := o.Cluster.SweepEvery
 	if every <= 0 {
 		every = 30 * time.Second

@@ -14,6 +14,7 @@ import (
 	"github.com/gpubot/gpubot/allocator"
 	"github.com/gpubot/gpubot/commands"
 	"github.com/gpubot/gpubot/deploy"
+	"github.com/gpubot/gpubot/digest"
 )
 
 // Config is a validated configuration. It is immutable: every accessor
@@ -25,6 +26,10 @@ type Config struct {
 	seeds    []commands.Seed
 	kube     Kubernetes
 	slack    Slack
+	// digests and the weekly report (report is zero without one).
+	digests       []digest.Posting
+	report        digest.Schedule
+	reportChannel string
 }
 
 // Load reads and validates the YAML file at path. Problems in the file are

@@ -95,7 +95,8 @@ func (p *parser) config(root *yaml.Node) *Config {
 
 	f := p.mapping(root, "",
 		"timezone", "defaultChannel", "admission", "priorities", "defaultPriority",
-		"requests", "approval", "templates", "flavors", "people", "teams", "simulation", "kubernetes", "slack")
+		"requests", "approval", "templates", "flavors", "people", "teams", "simulation", "kubernetes", "slack",
+		"digests", "report")
 	p.timezone(f)
 	p.defaultChannel(f)
 	p.admission(f.get("admission"))
@@ -110,6 +111,8 @@ func (p *parser) config(root *yaml.Node) *Config {
 	p.checkQuotaTotals()
 	p.kubernetes(f.get("kubernetes"))
 	p.slackSection(f.get("slack"))
+	p.digestList(f.get("digests"))
+	p.reportSection(f.get("report"))
 	if n := f.get("simulation"); n != nil {
 		s := p.mapping(n, "simulation", "running")
 		if r := s.get("running"); r != nil {

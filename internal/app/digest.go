@@ -1,0 +1,38 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/gpubot/gpubot/commands"
+	"github.com/gpubot/gpubot/digest"
+	"github.com/gpubot/gpubot/internal/config"
+	"github.com/gpubot/gpubot/store"
+)
+
+// newDigests builds the digest engine over the store and cluster, and the
+// scheduler of every scheduled job: the sampler, the configured digests
+// and the weekly report. The caller drives the scheduler: the console and
+// the simulated cluster's driver at Next, a real cluster with RunCron.
+func newDigests(cfg *config.Config, db *store.DB, cluster digest.Cluster, log *slog.Logger) (*digest.Engine, *digest.Scheduler, error) {
+	eng, err := digest.New(cfg.Settings(), digest.Sources{
+		Cluster: cluster, Requests: db, Usage: db, Audit: db, Samples: db,
+		// Zombies: the zombie store, once zombie sweeps exist; until then
+		// the digest says sweeps are not running.
+	}, digest.WithEngineLogger(log))
+	if err != nil {
+		return nil, nil, err
+	}
+	sched := digest.NewScheduler(db, func(err error) bool { return errors.Is(err, store.ErrNotFound) }, digest.WithLogger(log))
+	report, channel := cfg.Report()
+	if err := eng.Register(sched, cfg.Digests(), report, channel); err != nil {
+		return nil, nil, fmt.Errorf("scheduling digests: %w", err)
+	}
+	// Further scheduled jobs register here, each with its own schedule,
+	// e.g. the zombie sweep:
+	//	sched.Add("zombie sweep", cfg.Zombies().Schedule, digest.Outputs(svc.Sweep))
+	return eng, sched, nil
+}
+
+var _ commands.Digester = (*digest.Engine)(nil)
