@@ -302,7 +302,7 @@ func (s *Scheduler) runEntry(ctx context.Context, e *entry, now time.Time) []com
 	}
 	run := Run{Job: e.name, Due: due, Now: now, Late: now.Sub(due) > s.lateAfter, Missed: missed}
 	if missed > 0 {
-		s.log.Warn("scheduled runs missed while gpubot was not running; running the latest only", "job", e.name, "missed", missed, "due", due)
+		s.log.Warn("scheduled runs missed (gpubot was not running, or its clock jumped); running the latest only", "job", e.name, "missed", missed, "due", due)
 	}
 	outs, err := s.call(ctx, e, run)
 	rec := records.JobRun{Job: e.name, Due: due, At: now, Late: run.Late}

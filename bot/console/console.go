@@ -75,6 +75,11 @@ func Interactive(on bool) Option { return func(c *Console) { c.interactive = on 
 // it when needed. Default: the working directory.
 func Files(dir string) Option { return func(c *Console) { c.files = dir } }
 
+// Clock sets the time replies are stamped with until Run starts (then the
+// Backend's Now is used), e.g. for what is posted while catching up at
+// start. Default: the wall clock.
+func Clock(now func() time.Time) Option { return func(c *Console) { c.now = now } }
+
 // In shows times in loc. Default UTC.
 func In(loc *time.Location) Option { return func(c *Console) { c.loc = loc } }
 

@@ -45,7 +45,9 @@ type Options struct {
 	Interactive bool
 	// Start is the simulated time of a fresh data directory; zero means
 	// the wall clock's time, to the minute. A data directory that exists
-	// resumes at its own simulated time.
+	// resumes at its own simulated time, or at Start if that is later: as
+	// if gpubot had been stopped until then (what happened meanwhile in
+	// the cluster is caught up, missed digests are posted late).
 	Start time.Time
 	// LogFile: "" is DataDir/gpubot.log, "-" is Stderr.
 	LogFile  string
@@ -107,6 +109,10 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	if !fresh {
 		clock.Set(sim.Now())
+		if o.Start.After(sim.Now()) {
+			log.Info("resuming the simulated cluster later, as if gpubot had been stopped until then", "was", sim.Now(), "now", o.Start)
+			clock.Set(o.Start)
+		}
 	}
 	set := cfg.Settings()
 	eng, sched, err := newDigests(cfg, db, sim, log)
@@ -123,7 +129,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		return fmt.Errorf("seeding the simulated cluster from %s: %w", cfg.Name(), err)
 	}
 	con, err := console.New(o.Stdout, set.People, console.As(o.As), console.Interactive(o.Interactive), console.In(set.Location),
-		console.Files(filepath.Join(o.DataDir, "files")))
+		console.Files(filepath.Join(o.DataDir, "files")), console.Clock(clock.Now))
 	if err != nil {
 		return err
 	}
@@ -195,7 +201,7 @@ func (b *backend) Advance(ctx context.Context, d time.Duration) error {
 	target := b.clock.Now().Add(d)
 	for {
 		now := b.clock.Now()
-		next := target
+		next, scheduled := target, false
 		if t := b.sim.NextEvent(); t.After(now) && t.Before(next) {
 			next = t
 		}
@@ -203,10 +209,13 @@ func (b *backend) Advance(ctx context.Context, d time.Duration) error {
 			next = t
 		}
 		if t := b.sched.Next(); t.After(now) && t.Before(next) {
-			next = t
+			next, scheduled = t, true
 		}
 		b.clock.Set(next)
-		if err := b.sync(ctx); err != nil {
+		// A stop only for a scheduled job (the sampler runs every 10
+		// minutes) leaves the service's time-driven work to its own
+		// stops, as before there were scheduled jobs.
+		if err := b.syncAt(ctx, !scheduled); err != nil {
 			return err
 		}
 		if !next.Before(target) {
@@ -217,12 +226,18 @@ func (b *backend) Advance(ctx context.Context, d time.Duration) error {
 
 // sync brings the cluster to the clock's time, reports what happened and
 // runs the scheduled jobs that are due.
-func (b *backend) sync(ctx context.Context) error {
+func (b *backend) sync(ctx context.Context) error { return b.syncAt(ctx, true) }
+
+// syncAt is sync; unless observe, the service sees only cluster events
+// (if any), not a sweep of its own.
+func (b *backend) syncAt(ctx context.Context, observe bool) error {
 	events, err := b.sim.Advance(ctx)
 	if err != nil {
 		return fmt.Errorf("advancing the simulated cluster: %w", err)
 	}
-	b.rt.DeliverNow(ctx, b.svc.Observe(ctx, events))
+	if observe || len(events) > 0 {
+		b.rt.DeliverNow(ctx, b.svc.Observe(ctx, events))
+	}
 	b.rt.DeliverNow(ctx, b.sched.RunDue(ctx, b.clock.Now()))
 	return nil
 }
