@@ -27,7 +27,7 @@ func TestGoldenDigests(t *testing.T) {
 		e.advance(10 * time.Minute)
 	}
 	e.press("carol", commands.VerbApprove, "r13", "") // 15h late: a manual intervention
-	e.advance(9 * time.Hour) // Wednesday 09:00
+	e.advance(9 * time.Hour)                          // Wednesday 09:00
 	got := map[string]commands.Reply{
 		"digest-cluster": find(t, e.do("carol", "/gpu digest"), commands.ToSender, "", "Daily digest for the cluster"),
 		"digest-team":    find(t, e.do("alice", "/gpu digest nlp"), commands.ToSender, "", "Daily digest for nlp"),
