@@ -147,7 +147,13 @@ type env struct {
 
 type envOption func(*envOptions)
 
-type envOptions struct{ seed bool }
+type envOptions struct {
+	seed    bool
+	digests commands.Digester
+}
+
+// withDigests answers /gpu digest and /gpu report with d.
+func withDigests(d commands.Digester) envOption { return func(o *envOptions) { o.digests = d } }
 
 // seeded runs Service.Seed with the configuration's seeds.
 func seeded(o *envOptions) { o.seed = true }
@@ -171,9 +177,13 @@ func newEnv(t *testing.T, cfg *config.Config, opts ...envOption) *env {
 	}
 	e.sim = sim
 	e.cluster = &cluster{Cluster: sim}
+	svcOpts := []commands.Option{commands.WithLogger(slog.New(slog.NewTextHandler(e.log, nil)))}
+	if o.digests != nil {
+		svcOpts = append(svcOpts, commands.WithDigests(o.digests))
+	}
 	e.svc, err = commands.NewService(ctx, cfg.Settings(), commands.Deps{
 		Cluster: e.cluster, Requests: db, IDs: db, Audit: db, Usage: db, Clock: e.clock,
-	}, commands.WithLogger(slog.New(slog.NewTextHandler(e.log, nil))))
+	}, svcOpts...)
 	if err != nil {
 		t.Fatal(err)
 	}
