@@ -162,9 +162,9 @@ func (w *whatIfs) sentence(e *Engine, team string) string {
 	}
 	slices.Sort(ids)
 	slices.Sort(highIDs)
-	what := "waiting"
+	what := ""
 	if len(highIDs) > 0 {
-		ids, what = highIDs, "high-priority"
+		ids, what = highIDs, "high-priority "
 	}
 	if len(ids) == 0 {
 		if team != "" {
@@ -186,7 +186,7 @@ func (w *whatIfs) sentence(e *Engine, team string) string {
 		}
 	}
 	helps := func(p time.Duration) bool { return p < base-time.Minute && float64(p) < 0.9*float64(base) }
-	s := fmt.Sprintf("For the %s, %s now is %s", plural(len(ids), what+" request waiting", what+" requests waiting"), p95Word(len(ids)), fmtDur(base))
+	s := fmt.Sprintf("For the %s, %s now is %s", plural(len(ids), what+"request waiting", what+"requests waiting"), p95Word(len(ids)), fmtDur(base))
 	switch {
 	case hw != nil && helps(hwP95):
 		s += fmt.Sprintf("; %s would take it to %s", hw.label, fmtDur(hwP95))

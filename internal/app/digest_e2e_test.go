@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/gpubot/gpubot/internal/app"
 )
 
@@ -137,5 +139,34 @@ func checkPNG(t *testing.T, path string) {
 	}
 	if _, err := png.Decode(bytes.NewReader(data)); err != nil {
 		t.Errorf("%s is not a PNG: %v", path, err)
+	}
+}
+
+// TestDigestTranscript is the golden transcript of a day on the bundled
+// example and the digests posted the next morning: the README's example
+// digest comes from it (paths to the data directory shown as
+// /tmp/digest-demo, as in the README's command).
+func TestDigestTranscript(t *testing.T) {
+	script, err := os.ReadFile(filepath.Join("testdata", "digest.script"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	got := chatAt(t, dir, time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC), string(script))
+	checkPNG(t, filepath.Join(dir, "files", "gpubot-digest-cluster-2026-11-30.png"))
+	got = strings.ReplaceAll(got, dir, "/tmp/digest-demo")
+	path := filepath.Join("testdata", "digest.golden")
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("reading %s (go test ./internal/app -update writes it): %v", path, err)
+	}
+	if diff := cmp.Diff(string(want), got); diff != "" {
+		t.Errorf("transcript differs from %s (-want +got); if the change is intended, rerun with -update:\n%s", path, diff)
 	}
 }
