@@ -175,3 +175,8 @@ func has(t *testing.T, s string, phrases ...string) {
 		}
 	}
 }
+
+// newEngine is an engine over snap and db, without zombies.
+func newEngine(snap *allocator.Snapshot, db *store.DB) (*digest.Engine, error) {
+	return digest.New(settings, digest.Sources{Cluster: snapshot{snap}, Requests: db, Usage: db, Audit: db, Samples: db})
+}
