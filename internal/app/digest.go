@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/gpubot/gpubot/commands"
 	"github.com/gpubot/gpubot/digest"
 	"github.com/gpubot/gpubot/internal/config"
 	"github.com/gpubot/gpubot/store"
@@ -34,5 +33,3 @@ func newDigests(cfg *config.Config, db *store.DB, cluster digest.Cluster, log *s
 	//	sched.Add("zombie sweep", cfg.Zombies().Schedule, digest.Outputs(svc.Sweep))
 	return eng, sched, nil
 }
-
-var _ commands.Digester = (*digest.Engine)(nil)
