@@ -48,11 +48,11 @@ func (e *Engine) dailyChart(d *daily, use []records.UsageRecord, reqs, scoped []
 			return person
 		}
 	}
-	cd.title = fmt.Sprintf("GPU-hours by %s and p95 wait by priority, %s, %s to %s", by, d.scope(), e.date(d.day.to.AddDate(0, 0, -7)), e.date(d.day.from))
+	cd.title = fmt.Sprintf("GPU-hours by %s and p95 wait by priority, %s, %s to %s", by, d.scope(), date(d.day.to.AddDate(0, 0, -7), d.loc), date(d.day.from, d.loc))
 	totals := map[string]float64{}
 	for i := 7; i >= 1; i-- {
 		p := period{from: d.day.to.AddDate(0, 0, -i), to: d.day.to.AddDate(0, 0, -i+1)}
-		cd.days = append(cd.days, p.from.In(e.set.Location).Format("Mon 2"))
+		cd.days = append(cd.days, p.from.In(d.loc).Format("Mon 2"))
 		h := gpuHours(use, reqs, d.now, p, key)
 		delete(h, "")
 		for k, v := range h {
@@ -98,9 +98,9 @@ func (e *Engine) dailyChart(d *daily, use []records.UsageRecord, reqs, scoped []
 	if err != nil {
 		return nil, err
 	}
-	name := "gpubot-digest-cluster-" + d.day.from.In(e.set.Location).Format("2006-01-02") + ".png"
+	name := "gpubot-digest-cluster-" + d.day.from.In(d.loc).Format("2006-01-02") + ".png"
 	if d.team != "" {
-		name = "gpubot-digest-" + d.team + "-" + d.day.from.In(e.set.Location).Format("2006-01-02") + ".png"
+		name = "gpubot-digest-" + d.team + "-" + d.day.from.In(d.loc).Format("2006-01-02") + ".png"
 	}
 	return &commands.Image{Name: name, Title: cd.title, PNG: png, Alt: cd.alt()}, nil
 }

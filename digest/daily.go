@@ -16,6 +16,7 @@ import (
 // daily is one day's digest: of a team, or of the cluster (team "").
 type daily struct {
 	team      string
+	loc       *time.Location // of its days
 	day, prev period // the day, and the 7 days before it
 	now       time.Time
 
@@ -36,16 +37,15 @@ type daily struct {
 	chart             *commands.Image
 }
 
-// daily gathers the digest of team for the day before due's day, as of
-// now.
-func (e *Engine) daily(ctx context.Context, team string, due, now time.Time) (*daily, error) {
+// daily gathers the digest of team for the day in loc before due's day,
+// as of now.
+func (e *Engine) daily(ctx context.Context, team string, loc *time.Location, due, now time.Time) (*daily, error) {
 	if team != "" {
 		if _, ok := e.team(team); !ok {
 			return nil, fmt.Errorf("there is no team %s", team)
 		}
 	}
-	loc := e.set.Location
-	d := &daily{team: team, day: days(due, loc, 1), now: now, zombieLog: e.src.Zombies != nil}
+	d := &daily{team: team, loc: loc, day: days(due, loc, 1), now: now, zombieLog: e.src.Zombies != nil}
 	d.prev = d.day.before(7, loc)
 	from := d.prev.from
 	reqs, err := e.src.Requests.ListRequests(ctx, nil)
@@ -186,7 +186,7 @@ func (d *daily) scope() string {
 // reply renders the digest; posted says it goes into a channel on its
 // schedule (rather than to someone who asked).
 func (d *daily) reply(e *Engine, posted bool) commands.Reply {
-	date := e.date(d.day.from)
+	date := date(d.day.from, d.loc)
 	if d.empty() {
 		return commands.Reply{Text: fmt.Sprintf("Daily digest for %s, %s: nothing happened — no GPUs used, no requests, nothing waiting.", d.scope(), date)}
 	}
@@ -202,7 +202,7 @@ func (d *daily) reply(e *Engine, posted bool) commands.Reply {
 	}
 	blocks = append(blocks, d.fragBlock(), d.zombieBlock(), d.calibBlock())
 	blocks = append(blocks, commands.Block{Kind: commands.BlockSection, Text: "Capacity: " + d.verdict})
-	blocks = append(blocks, commands.Block{Kind: commands.BlockContext, Text: "Yesterday is the calendar day in " + e.set.Location.String() +
+	blocks = append(blocks, commands.Block{Kind: commands.BlockContext, Text: "Yesterday is the calendar day in " + d.loc.String() +
 		"; trends compare it with the 7 days before. Waits run from a request (or its requeue after a preemption) to its admission; each wait counts, and one still going at the end of the day counts with its length so far."})
 	r := commands.Reply{Text: head + ".", Blocks: blocks, Image: d.chart}
 	if !posted {
@@ -327,7 +327,7 @@ func (d *daily) approvalBlock(e *Engine) commands.Block {
 			break
 		}
 		lines = append(lines, fmt.Sprintf("• %s: %s, %d GPUs for %s, asked %s (%s ago); %s can decide.",
-			r.ID, r.Requester, r.GPUs, fmtDur(r.Duration), e.when(r.CreatedAt), fmtDur(d.now.Sub(r.CreatedAt)), e.approvers(r.Team)))
+			r.ID, r.Requester, r.GPUs, fmtDur(r.Duration), when(r.CreatedAt, d.loc), fmtDur(d.now.Sub(r.CreatedAt)), e.approvers(r.Team)))
 	}
 	return commands.Block{Kind: commands.BlockSection, Text: strings.Join(lines, "\n")}
 }

@@ -198,8 +198,8 @@ func TestDigestJobPostsIntoTheChannel(t *testing.T) {
 	eng := e.engine(mondayCluster(), due, mondayWorkloads(), mondayZombies)
 	s := digest.NewScheduler(e.db, notFound)
 	daily := mustSchedule(t, "0 9 * * 1-5", berlin)
-	report := mustSchedule(t, "0 9 * * 1", berlin)
-	if err := eng.Register(s, []digest.Posting{{Team: "nlp", Channel: "#gpu-nlp", Schedule: daily}, {Channel: "#gpu-admins", Schedule: daily}}, report, "#gpu-admins"); err != nil {
+	report := digest.Posting{Channel: "#gpu-admins", Schedule: mustSchedule(t, "0 9 * * 1", berlin)}
+	if err := eng.Register(s, []digest.Posting{{Team: "nlp", Channel: "#gpu-nlp", Schedule: daily}, {Channel: "#gpu-admins", Schedule: daily}}, report); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]string{"sample cluster": digest.SampleEvery, "digest team nlp in #gpu-nlp": "0 9 * * 1-5",
@@ -243,4 +243,32 @@ func TestDigestJobPostsIntoTheChannel(t *testing.T) {
 		t.Fatal("the missed digest was not posted at the late start")
 	}
 	has(t, text(lateDigest.Reply), "Posted late: it was due Wed 09:00, while gpubot was not running.", "Tue 1 Dec")
+}
+
+// TestPostingInItsOwnZone: a digest with its own time zone is due in
+// that zone, and its "yesterday" is that zone's calendar day.
+func TestPostingInItsOwnZone(t *testing.T) {
+	e := newEnv(t)
+	monday(e)
+	eng := e.engine(mondayCluster(), due, mondayWorkloads(), mondayZombies)
+	s := digest.NewScheduler(e.db, notFound)
+	ny := mustZone("America/New_York")
+	post := digest.Posting{Team: "vision", Channel: "#gpu-vision", Schedule: mustSchedule(t, "0 9 * * *", ny), Location: ny}
+	if err := eng.Register(s, []digest.Posting{post}, digest.Posting{}); err != nil {
+		t.Fatal(err)
+	}
+	s.RunDue(e.ctx, due) // 09:00 Berlin, 03:00 in New York: the baseline
+	nine := time.Date(2026, 12, 1, 9, 0, 0, 0, ny)
+	if got := s.Next(); !got.Equal(nine) && !got.Before(nine) {
+		t.Fatalf("Next = %s, want by %s", got, nine)
+	}
+	var got string
+	for _, o := range s.RunDue(e.ctx, nine) {
+		if o.To.Kind == commands.ToPost {
+			got = text(o.Reply)
+		}
+	}
+	// Monday in New York ends at 06:00 on Tuesday in Berlin: r4's wait for
+	// approval (since Monday 08:00 Berlin) is 22h by then.
+	has(t, got, "Daily digest for vision, Mon 30 Nov:", "calendar day in America/New_York", "normal | 1 (1 still waiting) | 22h")
 }

@@ -165,11 +165,20 @@ func (e *Engine) Sample(ctx context.Context, now time.Time) error {
 	return nil
 }
 
-// Posting is one scheduled digest: of Team (or the whole cluster for "")
-// into Channel.
+// Posting is one scheduled post: the digest of Team (or of the whole
+// cluster for "") into Channel, or the weekly report; its days are
+// calendar days in Location (nil: the settings' zone).
 type Posting struct {
 	Team, Channel string
 	Schedule      Schedule
+	Location      *time.Location
+}
+
+func (p Posting) loc(e *Engine) *time.Location {
+	if p.Location != nil {
+		return p.Location
+	}
+	return e.set.Location
 }
 
 // JobName is the scheduler's name for the posting: it keys what was
@@ -182,9 +191,9 @@ func (p Posting) JobName() string {
 	return "digest " + scope + " in " + p.Channel
 }
 
-// Register adds the sampler, every posting and, unless its schedule is
-// zero, the weekly report into reportChannel to s.
-func (e *Engine) Register(s *Scheduler, postings []Posting, report Schedule, reportChannel string) error {
+// Register adds the sampler, every digest posting and, unless its
+// schedule is zero, the weekly report (whose Team is ignored) to s.
+func (e *Engine) Register(s *Scheduler, postings []Posting, report Posting) error {
 	sample, err := ParseSchedule(SampleEvery, e.set.Location)
 	if err != nil {
 		return err
@@ -197,42 +206,42 @@ func (e *Engine) Register(s *Scheduler, postings []Posting, report Schedule, rep
 			return err
 		}
 	}
-	if report.IsZero() {
+	if report.Schedule.IsZero() {
 		return nil
 	}
-	return s.Add("weekly report in "+reportChannel, report, e.reportJob(reportChannel))
+	return s.Add("weekly report in "+report.Channel, report.Schedule, e.reportJob(report))
 }
 
 func (e *Engine) digestJob(p Posting) Job {
 	return func(ctx context.Context, run Run) ([]commands.Output, error) {
-		d, err := e.daily(ctx, p.Team, run.Due, run.Now)
+		d, err := e.daily(ctx, p.Team, p.loc(e), run.Due, run.Now)
 		if err != nil {
 			return nil, err
 		}
 		r := d.reply(e, true)
 		if run.Late {
-			r.Blocks = append([]commands.Block{lateNote(e, run)}, r.Blocks...)
+			r.Blocks = append([]commands.Block{lateNote(run, p.loc(e))}, r.Blocks...)
 		}
 		return []commands.Output{{To: commands.Destination{Kind: commands.ToPost, Channel: p.Channel}, Reply: r}}, nil
 	}
 }
 
-func (e *Engine) reportJob(channel string) Job {
+func (e *Engine) reportJob(p Posting) Job {
 	return func(ctx context.Context, run Run) ([]commands.Output, error) {
-		w, err := e.weekly(ctx, run.Due, run.Now)
+		w, err := e.weekly(ctx, p.loc(e), run.Due, run.Now)
 		if err != nil {
 			return nil, err
 		}
 		r := w.reply(e)
 		if run.Late {
-			r.Blocks = append([]commands.Block{lateNote(e, run)}, r.Blocks...)
+			r.Blocks = append([]commands.Block{lateNote(run, p.loc(e))}, r.Blocks...)
 		}
-		return []commands.Output{{To: commands.Destination{Kind: commands.ToPost, Channel: channel}, Reply: r}}, nil
+		return []commands.Output{{To: commands.Destination{Kind: commands.ToPost, Channel: p.Channel}, Reply: r}}, nil
 	}
 }
 
-func lateNote(e *Engine, run Run) commands.Block {
-	text := fmt.Sprintf("Posted late: it was due %s, while gpubot was not running.", e.when(run.Due))
+func lateNote(run Run, loc *time.Location) commands.Block {
+	text := fmt.Sprintf("Posted late: it was due %s, while gpubot was not running.", when(run.Due, loc))
 	if run.Missed > 0 {
 		text += fmt.Sprintf(" %s before it passed as well; only this one is posted.", plural(run.Missed, "earlier one", "earlier ones"))
 	}
@@ -242,7 +251,7 @@ func lateNote(e *Engine, run Run) commands.Block {
 // Digest is yesterday's digest as of now, for /gpu digest: of team, or
 // of the whole cluster for "".
 func (e *Engine) Digest(ctx context.Context, team string, now time.Time) (commands.Reply, error) {
-	d, err := e.daily(ctx, team, now, now)
+	d, err := e.daily(ctx, team, e.set.Location, now, now)
 	if err != nil {
 		return commands.Reply{}, err
 	}
@@ -251,7 +260,7 @@ func (e *Engine) Digest(ctx context.Context, team string, now time.Time) (comman
 
 // Report is the weekly success report as of now, for /gpu report.
 func (e *Engine) Report(ctx context.Context, now time.Time) (commands.Reply, error) {
-	w, err := e.weekly(ctx, now, now)
+	w, err := e.weekly(ctx, e.set.Location, now, now)
 	if err != nil {
 		return commands.Reply{}, err
 	}
@@ -259,10 +268,10 @@ func (e *Engine) Report(ctx context.Context, now time.Time) (commands.Reply, err
 }
 
 // when is t as the digest shows times: "Tue 09:00".
-func (e *Engine) when(t time.Time) string { return t.In(e.set.Location).Format("Mon 15:04") }
+func when(t time.Time, loc *time.Location) string { return t.In(loc).Format("Mon 15:04") }
 
 // date is t's day: "Mon 30 Nov".
-func (e *Engine) date(t time.Time) string { return t.In(e.set.Location).Format("Mon 2 Jan") }
+func date(t time.Time, loc *time.Location) string { return t.In(loc).Format("Mon 2 Jan") }
 
 func plural(n int, one, many string) string {
 	if n == 1 {

@@ -42,16 +42,17 @@ func (w week) interventions() int {
 }
 
 type weekly struct {
+	loc               *time.Location // of its days
 	this, last, first week
 	firstIsThis       bool // gpubot's first week is this week (or later)
 	verdict           string
 }
 
-// weekly gathers the report for the 7 days before due's day, as of now.
-func (e *Engine) weekly(ctx context.Context, due, now time.Time) (*weekly, error) {
-	loc := e.set.Location
+// weekly gathers the report for the 7 days in loc before due's day, as
+// of now.
+func (e *Engine) weekly(ctx context.Context, loc *time.Location, due, now time.Time) (*weekly, error) {
 	this := days(due, loc, 7)
-	w := &weekly{}
+	w := &weekly{loc: loc}
 	firstAt := this.from
 	switch fa, err := e.src.Audit.FirstAudit(ctx); {
 	case err == nil:
@@ -93,7 +94,7 @@ func (e *Engine) week(ctx context.Context, p period, reqs []records.Request, now
 	w := week{p: p, zombieLog: e.src.Zombies != nil}
 	audit, err := e.src.Audit.AuditRange(ctx, p.from, p.to)
 	if err != nil {
-		return w, fmt.Errorf("reading the audit log of the week of %s: %w", e.date(p.from), err)
+		return w, fmt.Errorf("reading the audit log of the week of %s: %w", date(p.from, time.UTC), err)
 	}
 	byID := map[string]*records.Request{}
 	for i := range reqs {
@@ -135,13 +136,13 @@ func (e *Engine) week(ctx context.Context, p period, reqs []records.Request, now
 	w.high = summarise(hw)
 	samples, err := e.src.Samples.Samples(ctx, p.from, p.to)
 	if err != nil {
-		return w, fmt.Errorf("reading samples of the week of %s: %w", e.date(p.from), err)
+		return w, fmt.Errorf("reading samples of the week of %s: %w", date(p.from, time.UTC), err)
 	}
 	w.frag = fragmentation(samples)
 	if w.zombieLog {
 		zs, err := e.src.Zombies.Zombies(ctx, p.from, p.to)
 		if err != nil {
-			return w, fmt.Errorf("reading zombies of the week of %s: %w", e.date(p.from), err)
+			return w, fmt.Errorf("reading zombies of the week of %s: %w", date(p.from, time.UTC), err)
 		}
 		for _, z := range zs {
 			w.zombieHours += z.GPUHours(p.from, p.to)
@@ -159,7 +160,7 @@ func (e *Engine) week(ctx context.Context, p period, reqs []records.Request, now
 }
 
 func (w *weekly) reply(e *Engine) commands.Reply {
-	span := func(p period) string { return e.date(p.from) + "–" + e.date(p.to.Add(-time.Nanosecond)) }
+	span := func(p period) string { return date(p.from, w.loc) + "–" + date(p.to.Add(-time.Nanosecond), w.loc) }
 	head := fmt.Sprintf("Weekly report, %s: %d manual interventions (last week %d", span(w.this.p), w.this.interventions(), w.last.interventions())
 	if !w.firstIsThis {
 		head += fmt.Sprintf(", first week %d", w.first.interventions())
@@ -173,7 +174,7 @@ func (w *weekly) reply(e *Engine) commands.Reply {
 	cols := []string{"", "This week", "Last week"}
 	weeks := []week{w.this, w.last}
 	if !w.firstIsThis {
-		cols = append(cols, "First week ("+e.date(w.first.p.from)+")")
+		cols = append(cols, "First week ("+date(w.first.p.from, w.loc)+")")
 		weeks = append(weeks, w.first)
 	}
 	row := func(name string, cell func(week) string) []string {

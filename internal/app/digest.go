@@ -24,8 +24,7 @@ func newDigests(cfg *config.Config, db *store.DB, cluster digest.Cluster, log *s
 		return nil, nil, err
 	}
 	sched := digest.NewScheduler(db, func(err error) bool { return errors.Is(err, store.ErrNotFound) }, digest.WithLogger(log))
-	report, channel := cfg.Report()
-	if err := eng.Register(sched, cfg.Digests(), report, channel); err != nil {
+	if err := eng.Register(sched, cfg.Digests(), cfg.Report()); err != nil {
 		return nil, nil, fmt.Errorf("scheduling digests: %w", err)
 	}
 	// Further scheduled jobs register here, each with its own schedule,

@@ -27,9 +27,8 @@ type Config struct {
 	kube     Kubernetes
 	slack    Slack
 	// digests and the weekly report (report is zero without one).
-	digests       []digest.Posting
-	report        digest.Schedule
-	reportChannel string
+	digests []digest.Posting
+	report  digest.Posting
 }
 
 // Load reads and validates the YAML file at path. Problems in the file are

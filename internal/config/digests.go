@@ -16,9 +16,9 @@ import (
 // cluster-wide ones into theirs.
 func (c *Config) Digests() []digest.Posting { return slices.Clone(c.digests) }
 
-// Report returns the weekly report's schedule and channel; the schedule
-// is zero when the config has no report section.
-func (c *Config) Report() (digest.Schedule, string) { return c.report, c.reportChannel }
+// Report returns the weekly report's channel, schedule and zone; the
+// schedule is zero when the config has no report section.
+func (c *Config) Report() digest.Posting { return c.report }
 
 // digestList reads the top-level digests list. It runs after the teams.
 func (p *parser) digestList(n *yaml.Node) {
@@ -53,11 +53,11 @@ func (p *parser) digestList(n *yaml.Node) {
 		case post.Channel == "":
 			post.Channel = p.teamChannel(post.Team)
 		}
-		sch, okS := p.schedule(f, path)
+		sch, loc, okS := p.schedule(f, path)
 		if !ok || !okS {
 			continue
 		}
-		post.Schedule = sch
+		post.Schedule, post.Location = sch, loc
 		key := post.Team + "\x00" + post.Channel
 		if line, dup := seen[key]; dup {
 			p.errorf(e, path, "the same digest (%s) is already listed at line %d", describePosting(post), line)
@@ -74,20 +74,21 @@ func (p *parser) reportSection(n *yaml.Node) {
 		return
 	}
 	f := p.mapping(n, "report", "channel", "schedule", "timezone")
-	p.cfg.reportChannel = p.cfg.settings.DefaultChannel
+	report := digest.Posting{Channel: p.cfg.settings.DefaultChannel}
 	if v := f.get("channel"); v != nil {
 		if s, ok := p.channel(v, "report.channel"); ok {
-			p.cfg.reportChannel = s
+			report.Channel = s
 		}
 	}
-	if sch, ok := p.schedule(f, "report"); ok {
-		p.cfg.report = sch
+	if sch, loc, ok := p.schedule(f, "report"); ok {
+		report.Schedule, report.Location = sch, loc
+		p.cfg.report = report
 	}
 }
 
 // schedule reads a required schedule key in the zone of the timezone key,
-// if any, else the config's.
-func (p *parser) schedule(f *fields, path string) (digest.Schedule, bool) {
+// if any, else the config's, and returns that zone too.
+func (p *parser) schedule(f *fields, path string) (digest.Schedule, *time.Location, bool) {
 	loc := p.cfg.settings.Location
 	zoneOK := true
 	if v := f.get("timezone"); v != nil {
@@ -105,11 +106,11 @@ func (p *parser) schedule(f *fields, path string) (digest.Schedule, bool) {
 	}
 	v := p.required(f, "schedule")
 	if v == nil {
-		return digest.Schedule{}, false
+		return digest.Schedule{}, nil, false
 	}
 	spec, ok := p.str(v, field(path, "schedule"))
 	if !ok || !zoneOK {
-		return digest.Schedule{}, false
+		return digest.Schedule{}, nil, false
 	}
 	sch, err := digest.ParseSchedule(spec, loc)
 	if err != nil {
@@ -118,9 +119,9 @@ func (p *parser) schedule(f *fields, path string) (digest.Schedule, bool) {
 			msg = strings.TrimPrefix(msg, digest.ErrBadSchedule.Error()+": ")
 		}
 		p.errorf(v, field(path, "schedule"), "%s; use a cron spec of minute, hour, day of month, month and day of week, like \"0 9 * * 1-5\" (09:00 on weekdays)", msg)
-		return digest.Schedule{}, false
+		return digest.Schedule{}, nil, false
 	}
-	return sch, true
+	return sch, loc, true
 }
 
 // teamChannel is where team's cards go.

@@ -31,38 +31,39 @@ report:
 	if err != nil {
 		t.Fatal(err)
 	}
-	type posting struct{ Team, Channel, Next string }
+	type posting struct{ Team, Channel, Next, Zone string }
 	from := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC) // a Tuesday
 	var got []posting
 	for _, p := range c.Digests() {
-		got = append(got, posting{p.Team, p.Channel, p.Schedule.Next(from).UTC().Format(time.RFC3339)})
+		got = append(got, posting{p.Team, p.Channel, p.Schedule.Next(from).UTC().Format(time.RFC3339), p.Location.String()})
 	}
 	want := []posting{
-		{"nlp", "#gpu", "2026-12-01T08:00:00Z"},           // 09:00 Berlin; nlp has no channel: defaultChannel
-		{"vision", "#gpu-vision", "2026-12-01T13:30:00Z"}, // 08:30 New York
-		{"vision", "#vision-leads", "2026-12-01T23:00:00Z"},
-		{"", "#gpu-admins", "2026-12-01T07:00:00Z"},
+		{"nlp", "#gpu", "2026-12-01T08:00:00Z", "Europe/Berlin"}, // 09:00 Berlin; nlp has no channel: defaultChannel
+		{"vision", "#gpu-vision", "2026-12-01T13:30:00Z", "America/New_York"},
+		{"vision", "#vision-leads", "2026-12-01T23:00:00Z", "Europe/Berlin"},
+		// CRON_TZ sets the schedule's zone; its days stay the config's.
+		{"", "#gpu-admins", "2026-12-01T07:00:00Z", "Europe/Berlin"},
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("Digests (-want +got):\n%s", d)
 	}
-	sch, ch := c.Report()
-	if ch != "#gpu-admins" || sch.Next(from).UTC().Format(time.RFC3339) != "2026-12-07T08:00:00Z" {
-		t.Errorf("Report = %s in %s, want Mondays 09:00 Berlin in #gpu-admins", sch, ch)
+	rep := c.Report()
+	if rep.Channel != "#gpu-admins" || rep.Schedule.Next(from).UTC().Format(time.RFC3339) != "2026-12-07T08:00:00Z" || rep.Location.String() != "Europe/Berlin" {
+		t.Errorf("Report = %s in %s (%s), want Mondays 09:00 Berlin in #gpu-admins", rep.Schedule, rep.Channel, rep.Location)
 	}
 
 	c, err = Parse("gpubot.yaml", []byte(withTeams+"report: {schedule: \"0 9 * * 1\"}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ch := c.Report(); ch != "#gpu" {
+	if ch := c.Report().Channel; ch != "#gpu" {
 		t.Errorf("report channel = %q, want defaultChannel", ch)
 	}
 	c, err = Parse("gpubot.yaml", []byte(withTeams))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sch, _ := c.Report(); !sch.IsZero() || len(c.Digests()) != 0 {
+	if !c.Report().Schedule.IsZero() || len(c.Digests()) != 0 {
 		t.Error("digests or a report without config")
 	}
 }
