@@ -17,7 +17,7 @@ import (
 type daily struct {
 	team      string
 	loc       *time.Location // of its days
-	day, prev period // the day, and the 7 days before it
+	day, prev period         // the day, and the 7 days before it
 	now       time.Time
 
 	hours, prevHours  map[string]float64 // by team (cluster) or person (team)
