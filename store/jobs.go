@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -25,18 +26,43 @@ func (db *DB) LastRun(ctx context.Context, job string) (records.JobRun, error) {
 		if !ok {
 			return ErrNotFound
 		}
-		if err := json.Unmarshal(v, &run); err != nil {
-			return corrupt(bucketJobs, job, err)
-		}
-		if run.Job != job {
-			return corrupt(bucketJobs, job, fmt.Errorf("record is for job %q", run.Job))
-		}
-		return nil
+		var err error
+		run, err = decodeJobRun([]byte(job), v)
+		return err
 	})
 	if err != nil {
 		return records.JobRun{}, fmt.Errorf("reading the last run of job %s: %w", job, err)
 	}
 	return run, nil
+}
+
+// decodeJobRun decodes the job run stored at key.
+func decodeJobRun(key, v []byte) (records.JobRun, error) {
+	var run records.JobRun
+	if err := json.Unmarshal(v, &run); err != nil {
+		return records.JobRun{}, corrupt(bucketJobs, strconv.Quote(string(key)), err)
+	}
+	if run.Job != string(key) {
+		return records.JobRun{}, corrupt(bucketJobs, strconv.Quote(string(key)), fmt.Errorf("record is for job %q", run.Job))
+	}
+	return run, nil
+}
+
+// decodeSample decodes the sample stored at key.
+func decodeSample(k, v []byte) (records.Sample, error) {
+	if len(k) != 8 {
+		return records.Sample{}, corrupt(bucketSamples, fmt.Sprintf("%x", k), fmt.Errorf("key is %d bytes, want 8", len(k)))
+	}
+	at := binary.BigEndian.Uint64(k)
+	name := time.Unix(0, int64(at)).UTC().Format(time.RFC3339Nano)
+	var s records.Sample
+	if err := json.Unmarshal(v, &s); err != nil {
+		return records.Sample{}, corrupt(bucketSamples, name, err)
+	}
+	if s.At.UnixNano() != int64(at) {
+		return records.Sample{}, corrupt(bucketSamples, name, fmt.Errorf("record is of %s", s.At.UTC().Format(time.RFC3339Nano)))
+	}
+	return s, nil
 }
 
 // PutRun records run as its job's last completed run, replacing the one
@@ -105,16 +131,12 @@ func (db *DB) Samples(ctx context.Context, from, to time.Time) ([]records.Sample
 	err := db.view(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketSamples).Cursor()
 		for k, v := c.Seek(binary.BigEndian.AppendUint64(nil, fromN)); k != nil; k, v = c.Next() {
-			if len(k) != 8 {
-				return corrupt(bucketSamples, fmt.Sprintf("%x", k), fmt.Errorf("key is %d bytes, want 8", len(k)))
-			}
-			at := binary.BigEndian.Uint64(k)
-			if at >= toN {
+			if len(k) == 8 && binary.BigEndian.Uint64(k) >= toN {
 				break
 			}
-			var s records.Sample
-			if err := json.Unmarshal(v, &s); err != nil {
-				return corrupt(bucketSamples, time.Unix(0, int64(at)).UTC().Format(time.RFC3339Nano), err)
+			s, err := decodeSample(k, v)
+			if err != nil {
+				return err
 			}
 			out = append(out, s)
 		}

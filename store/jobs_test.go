@@ -2,12 +2,15 @@ package store
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/gpubot/gpubot/records"
 )
@@ -100,5 +103,54 @@ func TestAuditRangeAndFirst(t *testing.T) {
 	}
 	if len(got) != 2 || got[0].Seq != 2 || got[1].Seq != 3 {
 		t.Errorf("AuditRange [1h, 3h) = %+v; want seqs 2 and 3", got)
+	}
+}
+
+// TestCheckDecodesJobsAndSamples: Check counts the job runs and samples
+// and reports one that does not decode, or contradicts its key.
+func TestCheckDecodesJobsAndSamples(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "gpubot.db")
+	db, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.PutRun(ctx, records.JobRun{Job: "sample cluster", Due: t0, At: t0}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.AppendSample(ctx, records.Sample{At: t0}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Check(path)
+	if err != nil || !rep.OK() || rep.Records["jobs"] != 1 || rep.Records["samples"] != 1 {
+		t.Fatalf("Check = %+v, %v; want one job run and one sample, no problems", rep, err)
+	}
+
+	b, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = b.Update(func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bucketJobs).Put([]byte("digest"), []byte(`{"job":"other"}`)); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketSamples).Put(binary.BigEndian.AppendUint64(nil, uint64(t0.Add(time.Minute).UnixNano())), []byte(`{"at":"2025-03-01T09:00:00Z"}`))
+	})
+	b.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err = Check(path)
+	if !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Check of damaged records = %v, want ErrCorrupt", err)
+	}
+	got := strings.Join(rep.Problems, "\n")
+	for _, want := range []string{`bucket jobs at key "digest": record is for job "other"`, "bucket samples at key 2025-03-01T09:01:00Z: record is of 2025-03-01T09:00:00Z"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("problems lack %q:\n%s", want, got)
+		}
 	}
 }

@@ -1,7 +1,6 @@
 package slackbot
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -415,22 +414,4 @@ func TestAdapterPostsWithImage(t *testing.T) {
 	if !strings.Contains(logs.String(), "Slack refused the upload of a chart") || !strings.Contains(logs.String(), "missing_scope") {
 		t.Errorf("the log does not say why:\n%s", logs.String())
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the adapter's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

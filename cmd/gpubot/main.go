@@ -44,6 +44,8 @@ Commands:
   run       run the bot: on Slack (Socket Mode) when SLACK_BOT_TOKEN and
             SLACK_APP_TOKEN are set, otherwise the console (the default command)
   simulate  replay a GPU-cluster trace to compare policies and capacity
+  store     check a store, or back it up (also while gpubot runs):
+            gpubot store check, gpubot store backup FILE
   version   print the version
   help      show this help, or a command's: gpubot help console
 
@@ -76,6 +78,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runBot(cmd, args, stdin, stdout, stderr)
 	case "simulate":
 		return runSimulate(args, stdout, stderr)
+	case "store":
+		return runStore(args, stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "gpubot: unknown command %q\n\n%s", cmd, usage)
 	return 2
