@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -100,10 +101,17 @@ func runOnCluster(ctx context.Context, o Options, cfg *config.Config, db *store.
 	if err != nil {
 		return err
 	}
+	eng, sched, err := newDigests(cfg, db, br, log)
+	if err != nil {
+		return err
+	}
 	svc, err := commands.NewService(ctx, set, commands.Deps{
 		Cluster: br, Requests: db, IDs: db, Audit: tel.audit(db), Usage: db, Clock: wallClock{},
-	}, append(zombieOpts, commands.WithLogger(log), commands.WithTracker(br))...)
+	}, append(zombieOpts, commands.WithLogger(log), commands.WithTracker(br), commands.WithDigests(eng))...)
 	if err != nil {
+		return err
+	}
+	if err := addSweep(sched, cfg, svc); err != nil {
 		return err
 	}
 	var (
@@ -120,7 +128,8 @@ func runOnCluster(ctx context.Context, o Options, cfg *config.Config, db *store.
 		tel.ready(ad.Ready)
 		sender = ad
 	} else {
-		con, err = console.New(o.Stdout, set.People, console.As(o.As), console.Interactive(o.Interactive), console.In(set.Location))
+		con, err = console.New(o.Stdout, set.People, console.As(o.As), console.Interactive(o.Interactive), console.In(set.Location),
+			console.Files(filepath.Join(o.DataDir, "files")))
 		if err != nil {
 			return err
 		}
@@ -133,11 +142,7 @@ func runOnCluster(ctx context.Context, o Options, cfg *config.Config, db *store.
 		return err
 	}
 	rt.DeliverNow(ctx, svc.Adopt(ctx, owned))
-	wg.Add(3)
-	go func() {
-		defer wg.Done()
-		sweepZombies(ctx, clock.RealClock{}, newSweepClock(cfg.Zombies().Schedule, log), svc, rt)
-	}()
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		br.Run(ctx, func(ctx context.Context, evs []allocator.Event) {
@@ -145,6 +150,14 @@ func runOnCluster(ctx context.Context, o Options, cfg *config.Config, db *store.
 		})
 	}()
 	rt.DeliverNow(ctx, svc.Observe(ctx, nil))
+	// Post what was missed while gpubot was down, then let robfig/cron
+	// fire the scheduled jobs in real time.
+	rt.DeliverNow(ctx, sched.RunDue(ctx, time.Now()))
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		sched.RunCron(ctx, time.Now, rt.DeliverNow)
+	}()
 	every := o.Cluster.SweepEvery
 	if every <= 0 {
 		every = 30 * time.Second
