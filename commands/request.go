@@ -91,11 +91,19 @@ func (s *Service) submit(c *call, r records.Request) {
 		return
 	}
 	var est *allocator.Estimate
+	word, never := s.neverStarts(c, r.ID)
 	if r.State == records.StateQueued {
-		e := allocator.EstimateFor(snap, r.ID, s.estimateOptions(c))
-		est = &e
-		posted := toRecord(c.now, e)
-		r.Estimate, r.FirstEstimate = posted, posted
+		if never {
+			r.KueueSaid = kueueKey(word, true)
+		} else {
+			e := allocator.EstimateFor(snap, r.ID, s.estimateOptions(c))
+			est = &e
+			posted := toRecord(c.now, e)
+			r.Estimate, r.FirstEstimate = posted, posted
+			if w, ok := s.kueueWord(c, r.ID); ok {
+				r.KueueSaid = kueueKey(w, true)
+			}
+		}
 		if err := s.deps.Requests.PutRequest(c.ctx, r); err != nil {
 			s.log.Error("saving estimate", "request", r.ID, "err", err)
 		}
@@ -113,6 +121,11 @@ func (s *Service) submit(c *call, r records.Request) {
 	// submission caused.
 	c.outs = append(c.outs[:mark:mark], append(first, c.outs[mark:]...)...)
 	if !c.in.in(r.Channel) && c.who.Name == r.Requester {
+		if r.State == records.StateQueued && never {
+			c.private(plain(fmt.Sprintf("%s: Kueue cannot admit it: %s. It stays in Kueue's queue; /gpu cancel %s withdraws it. Updates follow in its thread in %s.",
+				card.Text, strings.TrimRight(word.Why, "."), r.ID, r.Channel), contextBlock("Kueue's message: "+word.Raw())))
+			return
+		}
 		c.private(plain(fmt.Sprintf("%s.%s Updates follow in its thread in %s.", card.Text, note, r.Channel)))
 	}
 }
@@ -221,6 +234,11 @@ func (s *Service) never(snap *allocator.Snapshot, r records.Request) string {
 	w.ID = "draft"
 	_, reason := empty.Fit(w)
 	if reason == allocator.ReasonNone {
+		return ""
+	}
+	if s.kueue != nil && reason != allocator.ReasonQuota && reason != allocator.ReasonCohort {
+		// On a real cluster nodes come and go (an autoscaled pool may be
+		// at zero): Kueue decides, and its word is shown.
 		return ""
 	}
 	q, _ := s.queue(r.Team)

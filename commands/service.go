@@ -45,6 +45,7 @@ type Service struct {
 	log     *slog.Logger
 	horizon time.Duration
 	tracker Tracker // optional; nil refuses /gpu track
+	kueue   KueueView // optional; nil on the simulated cluster
 
 	mu       sync.Mutex
 	vocab    Vocabulary
@@ -160,6 +161,9 @@ type call struct {
 	// changed is set when the cluster changed during the call, which
 	// makes waiting requests' estimates worth refreshing.
 	changed bool
+	// kueue is the KueueView's report, read at most once between two
+	// operations on the cluster (see kueueReport).
+	kueue *KueueReport
 }
 
 func (c *call) private(r Reply)  { c.outs = append(c.outs, private(r)) }
@@ -283,6 +287,7 @@ func (s *Service) audit(c *call, actor, action, target, outcome, detail string) 
 // changed, even when it caused no event.
 func (s *Service) apply(c *call, op Op) ([]allocator.Event, error) {
 	events, err := s.deps.Cluster.Apply(c.ctx, op)
+	c.kueue = nil
 	if err == nil {
 		c.changed = true
 	}
