@@ -44,7 +44,7 @@ type Service struct {
 	deps    Deps
 	log     *slog.Logger
 	horizon time.Duration
-	tracker Tracker // optional; nil refuses /gpu track
+	tracker Tracker   // optional; nil refuses /gpu track
 	kueue   KueueView // optional; nil on the simulated cluster
 
 	mu       sync.Mutex
