@@ -123,8 +123,10 @@ func newScenario(t *testing.T, flavors map[string]int, teams ...teamSpec) *scena
 			Spec: kueue.ResourceFlavorSpec{NodeLabels: map[string]string{"gpubot.io/flavor": s.n(f)}}}
 		s.must(s.kueue.KueueV1beta2().ResourceFlavors().Create(ctx, rf, metav1.CreateOptions{}))
 		s.cfg.Flavors = append(s.cfg.Flavors, allocator.Flavor{Name: s.n(f), GPUsPerNode: 8})
-		for i := range flavors[f] {
-			s.cfg.FallbackNodes = append(s.cfg.FallbackNodes, allocator.Node{Name: fmt.Sprintf("%s-n%d", s.n(f), i+1), Flavor: s.n(f), GPUs: 8})
+		if n := flavors[f]; n > 0 {
+			// Capacity comes only from the cluster: real (kwok) nodes, two
+			// a rack.
+			s.fakeNodes(f, (n+1)/2, min(n, 2))
 		}
 	}
 	for _, tm := range teams {
