@@ -94,10 +94,10 @@ type Bridge struct {
 	evictedFor map[string]string
 	// mgr is Kueue's manager Configuration as last read; logged holds
 	// the findings already logged (logFindings).
-	mgr        managerConfig
-	logged     map[string]bool
-	ready      bool
-	started    bool
+	mgr     managerConfig
+	logged  map[string]bool
+	ready   bool
+	started bool
 }
 
 var _ commands.Cluster = (*Bridge)(nil)

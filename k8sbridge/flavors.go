@@ -225,4 +225,3 @@ func labelOr(l map[string]string, key string) string {
 	}
 	return l[key]
 }
-

@@ -106,8 +106,8 @@ func TestWordOfOtherStates(t *testing.T) {
 		t.Error("a Workload Kueue has not looked at yet has a word")
 	}
 	checks := &kueue.Workload{Status: kueue.WorkloadStatus{
-		Conditions: []metav1.Condition{{Type: kueue.WorkloadQuotaReserved, Status: metav1.ConditionTrue, Reason: "QuotaReserved", LastTransitionTime: at}},
-		Admission:  &kueue.Admission{PodSetAssignments: []kueue.PodSetAssignment{{Flavors: map[corev1.ResourceName]kueue.ResourceFlavorReference{"nvidia.com/gpu": "h100"}}}},
+		Conditions:      []metav1.Condition{{Type: kueue.WorkloadQuotaReserved, Status: metav1.ConditionTrue, Reason: "QuotaReserved", LastTransitionTime: at}},
+		Admission:       &kueue.Admission{PodSetAssignments: []kueue.PodSetAssignment{{Flavors: map[corev1.ResourceName]kueue.ResourceFlavorReference{"nvidia.com/gpu": "h100"}}}},
 		AdmissionChecks: []kueue.AdmissionCheckState{{Name: "prov", State: kueue.CheckStatePending, Message: "waiting for capacity"}},
 	}}
 	w, ok := wordOf(checks, nil)
