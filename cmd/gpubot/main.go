@@ -41,6 +41,9 @@ Commands:
   run       run the bot: on Slack (Socket Mode) when SLACK_BOT_TOKEN and
             SLACK_APP_TOKEN are set, otherwise the console (the default command)
   simulate  replay a GPU-cluster trace to compare policies and capacity
+  kueue-setup
+            print the Kueue objects (flavors, queues, priorities…) that
+            match the configuration, to apply to the cluster
   version   print the version
   help      show this help, or a command's: gpubot help console
 
@@ -73,6 +76,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runBot(cmd, args, stdin, stdout, stderr)
 	case "simulate":
 		return runSimulate(args, stdout, stderr)
+	case "kueue-setup":
+		return runKueueSetup(args, stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "gpubot: unknown command %q\n\n%s", cmd, usage)
 	return 2
