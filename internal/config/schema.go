@@ -51,9 +51,9 @@ var (
 )
 
 const (
-	labelRule   = "lowercase letters, digits and '-', starting and ending with a letter or digit, at most 63 characters"
-	handleRule  = "lowercase letters, digits, '.', '_' and '-', starting and ending with a letter or digit"
-	channelRule = `a channel name like "#gpu" or a channel ID like C0123ABCD`
+	labelRule      = "lowercase letters, digits and '-', starting and ending with a letter or digit, at most 63 characters"
+	handleRule     = "lowercase letters, digits, '.', '_' and '-', starting and ending with a letter or digit"
+	channelRule    = `a channel name like "#gpu" or a channel ID like C0123ABCD`
 	labelValueRule = "at most 63 letters, digits, '-', '_' and '.', starting and ending with a letter or digit"
 )
 
