@@ -2,6 +2,7 @@ package k8sbridge
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -61,6 +62,17 @@ func (b *Bridge) report(v *view, mc managerConfig) commands.KueueReport {
 	for name, fi := range v.flavors {
 		tas[name] = fi.topology != ""
 	}
+	inactive := map[string]*kueue.ClusterQueue{} // queue name → its inactive ClusterQueue
+	for _, cq := range v.cqs {
+		if q, ok := v.cqName[cq.Name]; ok && apimeta.IsStatusConditionFalse(cq.Status.Conditions, kueue.ClusterQueueActive) {
+			inactive[q] = cq
+		}
+	}
+	type fitsOnEmpty struct {
+		ok  bool
+		why string
+	}
+	fitsMemo := map[string]fitsOnEmpty{}
 	byID := map[string]int{}
 	for i, w := range v.workloads {
 		byID[w.ID] = i
@@ -76,12 +88,44 @@ func (b *Bridge) report(v *view, mc managerConfig) commands.KueueReport {
 		}
 		pending := w
 		pending.Admission = nil
-		word, ok := wordOf(wl, func() (bool, string) { return neverFits(&v.cluster, pending, tas) })
+		word, ok := wordOf(wl, func() (bool, string) {
+			// Work of the same shape fits or not alike.
+			key := fmt.Sprintf("%s/%d/%d/%s", pending.Queue, pending.GPUs, pending.Topology, pending.Flavor)
+			if f, ok := fitsMemo[key]; ok {
+				return f.ok, f.why
+			}
+			ok, why := neverFits(&v.cluster, pending, tas)
+			fitsMemo[key] = fitsOnEmpty{ok, why}
+			return ok, why
+		})
+		if !ok {
+			// Kueue does not look at the workloads of an inactive
+			// ClusterQueue (stopped, or missing a flavor or check).
+			word, ok = inactiveWord(inactive[w.Queue])
+		}
 		if ok {
 			r.Pending[id] = word
 		}
 	}
 	return r
+}
+
+// inactiveWord is Kueue's word on a workload of an inactive ClusterQueue.
+func inactiveWord(cq *kueue.ClusterQueue) (commands.KueueWord, bool) {
+	if cq == nil {
+		return commands.KueueWord{}, false
+	}
+	c := apimeta.FindStatusCondition(cq.Status.Conditions, kueue.ClusterQueueActive)
+	w := commands.KueueWord{Condition: "ClusterQueue " + kueue.ClusterQueueActive + "=False", Never: true,
+		Plain: "Kueue admits nothing from its ClusterQueue " + cq.Name + ": it is inactive",
+		Why:   "its ClusterQueue " + cq.Name + " is inactive"}
+	if c != nil {
+		w.Reason, w.Message, w.At = c.Reason, c.Message, c.LastTransitionTime.Time
+		if c.Message != "" {
+			w.Why += " (" + strings.TrimRight(c.Message, ".") + ")"
+		}
+	}
+	return w, true
 }
 
 // kueueWorkload is the Kueue Workload behind allocator workload id. The

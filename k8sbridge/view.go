@@ -146,6 +146,12 @@ func (b *Bridge) readWorkloads(v *view, flavors map[string]*flavorInfo, cqName m
 			}
 		}
 		id := "k8s/" + wl.Namespace + "/" + wl.Name
+		if o == nil && wl.Spec.Active != nil && !*wl.Spec.Active {
+			// Deactivated: Kueue does not queue it. (A request's own is
+			// kept, pending, so that gpubot keeps following it; its
+			// KueueWord says it will not start as it is.)
+			continue
+		}
 		if o != nil {
 			if o.wl != nil && o.wl.CreationTimestamp.After(wl.CreationTimestamp.Time) {
 				continue

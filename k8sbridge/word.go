@@ -135,14 +135,10 @@ func wordOf(wl *kueue.Workload, fits func() (bool, string)) (commands.KueueWord,
 		}
 	}
 	var waits, nevers, others []string
-	capacity := false
 	for _, r := range reasons(msg) {
 		kind, phrase := classify(r)
 		switch kind {
-		case partWait:
-			waits = append(waits, phrase)
-		case partCapacity:
-			capacity = true
+		case partWait, partCapacity:
 			waits = append(waits, phrase)
 		case partNever:
 			nevers = append(nevers, phrase)
@@ -153,9 +149,11 @@ func wordOf(wl *kueue.Workload, fits func() (bool, string)) (commands.KueueWord,
 	switch {
 	case len(waits) == 0 && len(others) == 0 && len(nevers) > 0:
 		w.Never, w.Why = true, strings.Join(nevers, "; ")
-	case capacity && len(others) == 0 && !containsPart(msg, partWait) && fits != nil:
+	case fits != nil:
+		// Kueue checks quota before topology: while quota is short it
+		// does not say that no node that exists could hold the work.
 		if ok, why := fits(); !ok {
-			w.Never, w.Why = true, strings.Join(append(nevers, why), "; ")
+			w.Never, w.Why = true, why
 		}
 	}
 	switch {
@@ -170,15 +168,6 @@ func wordOf(wl *kueue.Workload, fits func() (bool, string)) (commands.KueueWord,
 		w.Plain = "Kueue has not admitted it yet"
 	}
 	return w, true
-}
-
-func containsPart(msg string, p part) bool {
-	for _, r := range reasons(msg) {
-		if k, _ := classify(r); k == p {
-			return true
-		}
-	}
-	return false
 }
 
 // reasons splits Kueue's "couldn't assign flavors to pod set main: a, b;
@@ -291,9 +280,6 @@ func neverFits(cl *allocator.Cluster, w allocator.Workload, tas map[string]bool)
 		return true, ""
 	}
 	w.Admission = nil
-	if _, reason := empty.Fit(w); reason == allocator.ReasonNone {
-		return true, ""
-	}
 	var flavors []string
 	for _, q := range cl.Queues {
 		if q.Name == w.Queue {
@@ -302,6 +288,14 @@ func neverFits(cl *allocator.Cluster, w allocator.Workload, tas map[string]bool)
 	}
 	if w.Flavor != "" {
 		flavors = []string{w.Flavor}
+	}
+	for _, f := range flavors {
+		if !tas[f] {
+			return true, "" // Kueue admits there by quota alone, nodes or not
+		}
+	}
+	if _, reason := empty.Fit(w); reason == allocator.ReasonNone {
+		return true, ""
 	}
 	caps := map[string]allocator.FlavorCapacity{}
 	for _, fc := range empty.Capacity(nil) {
