@@ -88,7 +88,11 @@ func (b *Bridge) report(v *view, mc managerConfig) commands.KueueReport {
 		}
 		pending := w
 		pending.Admission = nil
-		word, ok := wordOf(wl, func() (bool, string) {
+		flavors := queueFlavors(v, w.Queue)
+		if w.Flavor != "" {
+			flavors = []string{w.Flavor}
+		}
+		word, ok := wordOf(wl, flavors, func() (bool, string) {
 			// Work of the same shape fits or not alike.
 			key := fmt.Sprintf("%s/%d/%d/%s", pending.Queue, pending.GPUs, pending.Topology, pending.Flavor)
 			if f, ok := fitsMemo[key]; ok {

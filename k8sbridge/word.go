@@ -3,6 +3,7 @@ package k8sbridge
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -35,6 +36,7 @@ var (
 	reMaxCapacity = regexp.MustCompile(`insufficient quota for (\S+) in flavor (\S+),.*> maximum capacity \(([^)]*)\)`)
 	reMoreNeeded  = regexp.MustCompile(`insufficient unused quota for (\S+) in flavor (\S+), (\S+) more needed`)
 	reTopology    = regexp.MustCompile(`topology "([^"]+)" (doesn't allow to fit|allows to fit only)`)
+	reNoDomains   = regexp.MustCompile(`no topology domains at level: (\S+)`)
 	reAffinity    = regexp.MustCompile(`flavor (\S+) doesn't match node affinity`)
 	reTaint       = regexp.MustCompile(`untolerated taint (.+) in flavor (\S+)`)
 	reTASOnly     = regexp.MustCompile(`Flavor "([^"]+)" supports only TopologyAwareScheduling`)
@@ -44,47 +46,57 @@ var (
 	reInactiveCQ  = regexp.MustCompile(`ClusterQueue (\S+) is inactive`)
 )
 
-// classify reads one reason of the flavor assigner and says what it means,
-// in a plain phrase.
-func classify(reason string) (part, string) {
+// classify reads one reason of the flavor assigner and says what it
+// means, in a plain phrase, and which flavor it is about ("" if none).
+func classify(reason string) (part, string, string) {
+	p, phrase, flavor := classifyReason(reason)
+	return p, phrase, flavor
+}
+
+func classifyReason(reason string) (part, string, string) {
 	r := strings.TrimSpace(reason)
 	switch {
 	case reMaxCapacity.MatchString(r):
 		m := reMaxCapacity.FindStringSubmatch(r)
-		return partNever, fmt.Sprintf("it needs more %s on %s than its team may ever use there, even borrowing from the cohort (at most %s)", m[1], m[2], m[3])
+		return partNever, fmt.Sprintf("it needs more %s on %s than its team may ever use there, even borrowing from the cohort (at most %s)", m[1], m[2], m[3]), m[2]
 	case reMoreNeeded.MatchString(r):
 		m := reMoreNeeded.FindStringSubmatch(r)
-		return partWait, fmt.Sprintf("%s more %s needed on %s", m[3], m[1], m[2])
+		return partWait, fmt.Sprintf("%s more %s needed on %s", m[3], m[1], m[2]), m[2]
 	case reTopology.MatchString(r):
 		m := reTopology.FindStringSubmatch(r)
-		return partCapacity, fmt.Sprintf("no room for its pods on the nodes of topology %s now", m[1])
+		return partCapacity, fmt.Sprintf("no room for its pods on the nodes of topology %s now", m[1]), ""
+	case reNoDomains.MatchString(r):
+		m := reNoDomains.FindStringSubmatch(r)
+		return partCapacity, fmt.Sprintf("no node with room carries its topology level %s now", m[1]), ""
 	case reAffinity.MatchString(r):
 		m := reAffinity.FindStringSubmatch(r)
-		return partNever, fmt.Sprintf("its pods' node selector does not match flavor %s", m[1])
+		return partNever, fmt.Sprintf("its pods' node selector does not match flavor %s", m[1]), m[1]
 	case reTaint.MatchString(r):
 		m := reTaint.FindStringSubmatch(r)
-		return partNever, fmt.Sprintf("its pods do not tolerate flavor %s's taint %s", m[2], m[1])
+		return partNever, fmt.Sprintf("its pods do not tolerate flavor %s's taint %s", m[2], m[1]), m[2]
 	case reTASOnly.MatchString(r):
 		m := reTASOnly.FindStringSubmatch(r)
-		return partNever, fmt.Sprintf("flavor %s takes only topology-aware work", m[1])
+		return partNever, fmt.Sprintf("flavor %s takes only topology-aware work", m[1]), m[1]
 	case reNoTAS.MatchString(r):
 		m := reNoTAS.FindStringSubmatch(r)
-		return partNever, fmt.Sprintf("it asks for a topology, and flavor %s has no Kueue Topology", m[1])
+		return partNever, fmt.Sprintf("it asks for a topology, and flavor %s has no Kueue Topology", m[1]), m[1]
 	case reNoLevel.MatchString(r):
 		m := reNoLevel.FindStringSubmatch(r)
-		return partNever, fmt.Sprintf("flavor %s's topology has no such level", m[1])
+		return partNever, fmt.Sprintf("flavor %s's topology has no such level", m[1]), m[1]
 	case strings.Contains(r, "does not provide resource"), strings.Contains(r, "unavailable in ClusterQueue"),
 		strings.HasPrefix(r, "flavor ") && strings.HasSuffix(r, " not found"):
-		return partNever, r
+		return partNever, r, ""
 	}
-	return partOther, r
+	return partOther, r, ""
 }
 
 // wordOf is Kueue's word on a pending Workload, or false if Kueue has said
 // nothing yet. fits, if not nil, tells whether the workload could be
 // admitted on an empty cluster with the nodes that exist: it decides
-// whether "no room on the nodes now" is for now or for good.
-func wordOf(wl *kueue.Workload, fits func() (bool, string)) (commands.KueueWord, bool) {
+// whether "no room on the nodes now" is for now or for good. flavors are
+// the flavors the workload may use (its pin, or its queue's); what Kueue
+// says of others (a pinned Job "does not match" them) is beside the point.
+func wordOf(wl *kueue.Workload, flavors []string, fits func() (bool, string)) (commands.KueueWord, bool) {
 	conds := wl.Status.Conditions
 	if wl.Spec.Active != nil && !*wl.Spec.Active {
 		w := commands.KueueWord{Condition: "Inactive", Reason: "spec.active=false", Never: true,
@@ -136,7 +148,10 @@ func wordOf(wl *kueue.Workload, fits func() (bool, string)) (commands.KueueWord,
 	}
 	var waits, nevers, others []string
 	for _, r := range reasons(msg) {
-		kind, phrase := classify(r)
+		kind, phrase, flavor := classify(r)
+		if flavor != "" && len(flavors) > 0 && !slices.Contains(flavors, flavor) {
+			continue
+		}
 		switch kind {
 		case partWait, partCapacity:
 			waits = append(waits, phrase)
@@ -146,15 +161,16 @@ func wordOf(wl *kueue.Workload, fits func() (bool, string)) (commands.KueueWord,
 			others = append(others, phrase)
 		}
 	}
-	switch {
-	case len(waits) == 0 && len(others) == 0 && len(nevers) > 0:
-		w.Never, w.Why = true, strings.Join(nevers, "; ")
-	case fits != nil:
-		// Kueue checks quota before topology: while quota is short it
-		// does not say that no node that exists could hold the work.
-		if ok, why := fits(); !ok {
+	// Kueue checks quota before topology: while quota is short it does
+	// not say that no node that exists could hold the work. The empty
+	// cluster's answer names the flavors the workload may use.
+	if fits != nil {
+		if ok, why := fits(); !ok && why != "" {
 			w.Never, w.Why = true, why
 		}
+	}
+	if !w.Never && len(waits) == 0 && len(others) == 0 && len(nevers) > 0 {
+		w.Never, w.Why = true, strings.Join(nevers, "; ")
 	}
 	switch {
 	case w.Plain != "":

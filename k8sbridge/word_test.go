@@ -33,9 +33,10 @@ func TestWordOfPendingWorkloads(t *testing.T) {
 		why   string
 	}
 	tests := map[string]struct {
-		msg  string
-		fits func() (bool, string)
-		want want
+		msg     string
+		flavors []string
+		fits    func() (bool, string)
+		want    want
 	}{
 		"the issue's: no flavor matches": {
 			msg:  "couldn't assign flavors to pod set main: flavor a100 doesn't match node affinity",
@@ -48,6 +49,18 @@ func TestWordOfPendingWorkloads(t *testing.T) {
 		"quota in use": {
 			msg:  "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor h100, 8 more needed",
 			want: want{plain: "Kueue waits for room: 8 more nvidia.com/gpu needed on h100"},
+		},
+		"pinned: other flavors do not match, its own has no nodes": {
+			msg:     `couldn't assign flavors to pod set main: flavor a100 doesn't match node affinity, no topology domains at level: kubernetes.io/hostname`,
+			flavors: []string{"h100"},
+			fits:    func() (bool, string) { return false, "flavor h100 has no nodes" },
+			want:    want{never: true, why: "flavor h100 has no nodes"},
+		},
+		"pinned: the other flavor's mismatch is beside the point": {
+			msg:     "couldn't assign flavors to pod set main: flavor a100 doesn't match node affinity",
+			flavors: []string{"h100"},
+			fits:    fitsEmpty,
+			want:    want{plain: "Kueue has not admitted it: couldn't assign flavors to pod set main: flavor a100 doesn't match node affinity"},
 		},
 		"one flavor never, the other in use": {
 			msg:  "couldn't assign flavors to pod set main: flavor a100 doesn't match node affinity, insufficient unused quota for nvidia.com/gpu in flavor h100, 8 more needed",
@@ -82,7 +95,7 @@ func TestWordOfPendingWorkloads(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			w, ok := wordOf(pending(tc.msg), tc.fits)
+			w, ok := wordOf(pending(tc.msg), tc.flavors, tc.fits)
 			if !ok {
 				t.Fatal("no word")
 			}
@@ -102,7 +115,7 @@ func TestWordOfPendingWorkloads(t *testing.T) {
 
 func TestWordOfOtherStates(t *testing.T) {
 	at := metav1.NewTime(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
-	if _, ok := wordOf(&kueue.Workload{}, nil); ok {
+	if _, ok := wordOf(&kueue.Workload{}, nil, nil); ok {
 		t.Error("a Workload Kueue has not looked at yet has a word")
 	}
 	checks := &kueue.Workload{Status: kueue.WorkloadStatus{
@@ -110,22 +123,22 @@ func TestWordOfOtherStates(t *testing.T) {
 		Admission:       &kueue.Admission{PodSetAssignments: []kueue.PodSetAssignment{{Flavors: map[corev1.ResourceName]kueue.ResourceFlavorReference{"nvidia.com/gpu": "h100"}}}},
 		AdmissionChecks: []kueue.AdmissionCheckState{{Name: "prov", State: kueue.CheckStatePending, Message: "waiting for capacity"}},
 	}}
-	w, ok := wordOf(checks, nil)
+	w, ok := wordOf(checks, nil, nil)
 	if !ok || w.Never || w.Plain != "Kueue reserved quota on h100 and waits for admission check prov (pending): waiting for capacity" {
 		t.Errorf("admission check: %+v", w)
 	}
 	checks.Status.AdmissionChecks[0].State = kueue.CheckStateRejected
-	if w, _ := wordOf(checks, nil); !w.Never || w.Why != "admission check prov rejected it" {
+	if w, _ := wordOf(checks, nil, nil); !w.Never || w.Why != "admission check prov rejected it" {
 		t.Errorf("rejected admission check: %+v", w)
 	}
 	inactive := &kueue.Workload{Spec: kueue.WorkloadSpec{Active: ptr.To(false)}}
-	if w, ok := wordOf(inactive, nil); !ok || !w.Never || !strings.Contains(w.Why, "deactivated") {
+	if w, ok := wordOf(inactive, nil, nil); !ok || !w.Never || !strings.Contains(w.Why, "deactivated") {
 		t.Errorf("inactive: %+v", w)
 	}
 	evicted := &kueue.Workload{Status: kueue.WorkloadStatus{Conditions: []metav1.Condition{
 		{Type: kueue.WorkloadQuotaReserved, Status: metav1.ConditionFalse, Reason: "Preempted", LastTransitionTime: at},
 		{Type: kueue.WorkloadEvicted, Status: metav1.ConditionTrue, Reason: kueue.WorkloadEvictedByPreemption, Message: "Preempted to accommodate a workload (UID: x)", LastTransitionTime: at}}}}
-	if w, ok := wordOf(evicted, nil); !ok || w.Never || w.Plain != "Kueue evicted it (preempted) and queues it again" || w.Condition != kueue.WorkloadEvicted {
+	if w, ok := wordOf(evicted, nil, nil); !ok || w.Never || w.Plain != "Kueue evicted it (preempted) and queues it again" || w.Condition != kueue.WorkloadEvicted {
 		t.Errorf("evicted: %+v", w)
 	}
 }
