@@ -192,6 +192,8 @@ func TestKueueSaysNeverWinsOverTheEstimate(t *testing.T) {
 	q := everything(e.do("bob", "queue"))
 	mustContain(t, "/gpu queue", q, "will not start as it is", "its pods' node selector does not match flavor h100")
 	mustNotContain(t, "/gpu queue", q, "any moment", "next in line")
+	list := everything(e.do("alice", "status"))
+	mustContain(t, "/gpu status", list, "will not start as it is: its pods' node selector does not match flavor h100")
 	st := everything(e.do("alice", "status r1"))
 	mustContain(t, "/gpu status r1", st, "Will not start as it is", "Kueue's message: QuotaReserved=False (Pending)")
 	p := everything(e.do("carol", "preempt r1"))

@@ -49,6 +49,9 @@ func (s *Service) status(c *call, id string) {
 func (s *Service) statusWhen(r records.Request) string {
 	switch r.State {
 	case records.StateQueued:
+		if why, ok := strings.CutPrefix(r.KueueSaid, "never: "); ok {
+			return "will not start as it is: " + why
+		}
 		if r.Estimate != nil {
 			return s.estimateText(r.Estimate)
 		}
