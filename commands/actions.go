@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gpubot/gpubot/records"
 )
@@ -32,6 +33,11 @@ func (s *Service) act(c *call, a Action) {
 	case VerbApprove:
 		s.approve(c, r)
 	case VerbDeny:
+		if n := utf8.RuneCountInString(a.Arg); n > MaxReason {
+			s.audit(c, c.who.Name, verb, r.ID, "invalid", fmt.Sprintf("reason of %d characters", n))
+			c.private(plain(fmt.Sprintf("The reason is %d characters long; keep it to %d. Nothing was changed.", n, MaxReason)))
+			return
+		}
 		s.deny(c, r, a.Arg)
 	case VerbCancel, VerbRelease:
 		s.stop(c, r, a.Name)
@@ -154,6 +160,9 @@ func (s *Service) stop(c *call, r records.Request, verb Verb) {
 		return
 	}
 	s.audit(c, c.who.Name, string(verb), r.ID, "ok", r.EndReason)
+	if inCluster {
+		s.zombieReleased(c, r)
+	}
 	c.emit(thread(r.ID, plain(msg)), s.updateCard(c, r))
 	c.private(plain(fmt.Sprintf("%s: %s%s", r.ID, lowerFirst(msg), note)))
 }

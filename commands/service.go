@@ -36,6 +36,18 @@ func WithEstimateHorizon(d time.Duration) Option {
 	return func(s *Service) { s.horizon = d }
 }
 
+// WithZombies keeps zombie findings in z and turns on the zombie sweep
+// (Sweep). Default: none; Sweep does nothing.
+func WithZombies(z ZombieStore) Option { return func(s *Service) { s.zombies = z } }
+
+// WithUtilization lets the sweep find idle GPUs (zombies of kind idle).
+// Default: none.
+func WithUtilization(u Utilization) Option { return func(s *Service) { s.util = u } }
+
+// WithOthers lets the sweep see admitted work gpubot does not follow,
+// for zombies.scope: all. Default: none.
+func WithOthers(o Others) Option { return func(s *Service) { s.others = o } }
+
 // Service turns what people type and press, and what the cluster does,
 // into decisions, stored state and replies. It is safe for concurrent use;
 // operations are serialised.
@@ -44,8 +56,11 @@ type Service struct {
 	deps    Deps
 	log     *slog.Logger
 	horizon time.Duration
-	tracker Tracker   // optional; nil refuses /gpu track
-	kueue   KueueView // optional; nil on the simulated cluster
+	tracker Tracker     // optional; nil refuses /gpu track
+	kueue   KueueView   // optional; nil on the simulated cluster
+	zombies ZombieStore // optional; nil makes Sweep a no-op
+	util    Utilization // optional; nil: no idle detection
+	others  Others      // optional; nil: zombies.scope all sweeps gpubot's work only
 
 	mu       sync.Mutex
 	vocab    Vocabulary
@@ -79,6 +94,7 @@ func NewService(ctx context.Context, set Settings, deps Deps, opts ...Option) (*
 	if s.set.Location == nil {
 		s.set.Location = time.UTC
 	}
+	s.set.Zombies = s.set.Zombies.withDefaults()
 	for i := range s.set.People {
 		p := &s.set.People[i]
 		s.people[strings.ToLower(p.Name)] = p
@@ -196,7 +212,10 @@ func (s *Service) Handle(ctx context.Context, in Input) (outs []Output) {
 func (s *Service) handle(c *call) {
 	who, ok := s.who(c.in.User)
 	action, target := "command", ""
-	if c.in.Action != nil {
+	switch {
+	case c.in.Unreadable != nil:
+		action, target = c.in.Unreadable.What, c.in.Unreadable.Target
+	case c.in.Action != nil:
 		action, target = string(c.in.Action.Name), c.in.Action.Request
 	}
 	if !ok {
@@ -205,6 +224,10 @@ func (s *Service) handle(c *call) {
 		return
 	}
 	c.who = who
+	if u := c.in.Unreadable; u != nil {
+		s.unreadable(c, *u)
+		return
+	}
 	if c.in.Action != nil {
 		s.press(c, *c.in.Action)
 		return
@@ -239,6 +262,8 @@ func (s *Service) handle(c *call) {
 		s.act(c, Action{Name: cmd.Verb, Request: cmd.ID, Arg: fmt.Sprintf("%dm", cmd.Duration/time.Minute)})
 	case VerbDeny:
 		s.act(c, Action{Name: cmd.Verb, Request: cmd.ID, Arg: cmd.Reason})
+	case VerbKeep:
+		s.keep(c, Action{Name: VerbKeep, Request: cmd.ID})
 	case VerbTrack:
 		s.track(c, cmd.Namespace, cmd.Job)
 	case VerbHelp:
@@ -253,10 +278,26 @@ func (s *Service) press(c *call, a Action) {
 	switch a.Name {
 	case VerbApprove, VerbDeny, VerbPreempt, VerbCancel, VerbRelease, VerbExtend:
 		s.act(c, a)
+	case VerbKeep:
+		s.keep(c, a)
 	default:
 		s.audit(c, c.who.Name, string(a.Name), a.Request, "invalid", "unknown button")
 		c.private(plain(fmt.Sprintf("That button (%q) is not one gpubot knows; nothing was changed.", a.Name)))
 	}
+}
+
+// unreadable answers something the adapter could not make sense of.
+func (s *Service) unreadable(c *call, u Unreadable) {
+	s.audit(c, c.who.Name, u.What, u.Target, "invalid", u.Why)
+	what := u.What
+	if what == "" {
+		what = "message"
+	}
+	next := "Please try again; /gpu help lists the commands."
+	if u.What == "button" {
+		next = "/gpu status shows your requests with fresh buttons."
+	}
+	c.private(plain(fmt.Sprintf("Sorry, gpubot couldn't understand that %s (%s). Nothing was changed. %s", what, u.Why, next)))
 }
 
 func (s *Service) who(user string) (*Person, bool) {

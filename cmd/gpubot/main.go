@@ -31,6 +31,8 @@ const usage = `gpubot — GPU requests by chat, on Kubernetes clusters that run 
 People ask for GPUs with /gpu commands; gpubot answers at once with where
 the request stands and when it will start, asks the right lead to approve
 what needs approval, and follows the work until the GPUs are released.
+Every 10 minutes it sweeps for zombies (work holding GPUs without using
+them) and asks their owners.
 
 Usage:
   gpubot [command] [flags]
@@ -44,11 +46,14 @@ Commands:
   kueue-setup
             print the Kueue objects (flavors, queues, priorities…) that
             match the configuration, to apply to the cluster
+  store     check a store, or back it up (also while gpubot runs):
+            gpubot store check, gpubot store backup FILE
   version   print the version
   help      show this help, or a command's: gpubot help console
 
 With no configuration gpubot uses its bundled example (deploy/gpubot.example.yaml):
-two GPU flavors, three teams in a shared cohort, and some work already running.
+two GPU flavors, three teams in a shared cohort, and some work already running,
+two of it zombies.
 
 Run "gpubot <command> --help" for a command's flags.
 `
@@ -78,6 +83,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runSimulate(args, stdout, stderr)
 	case "kueue-setup":
 		return runKueueSetup(args, stdout, stderr)
+	case "store":
+		return runStore(args, stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "gpubot: unknown command %q\n\n%s", cmd, usage)
 	return 2

@@ -25,6 +25,10 @@ type Config struct {
 	seeds    []commands.Seed
 	kube     Kubernetes
 	slack    Slack
+	zombies  Zombies
+	metrics  Metrics
+	// seedUse is how each seed uses its GPUs, in the order of seeds.
+	seedUse []SeedUse
 }
 
 // Load reads and validates the YAML file at path. Problems in the file are
@@ -73,7 +77,7 @@ func (d *decoder) document(data []byte) (root *yaml.Node, ok bool) {
 		if errors.Is(err, io.EOF) {
 			return nil, true
 		}
-		d.syntaxError(err)
+		d.syntaxError(err, data)
 		return nil, false
 	}
 	var next yaml.Node
@@ -81,7 +85,7 @@ func (d *decoder) document(data []byte) (root *yaml.Node, ok bool) {
 	case err == nil:
 		d.errorf(&next, "", "a config file holds one YAML document; remove the \"---\" and what follows, or merge it into the first")
 	case !errors.Is(err, io.EOF):
-		d.syntaxError(err)
+		d.syntaxError(err, data)
 		return nil, false
 	}
 	if len(doc.Content) == 0 {
@@ -177,6 +181,7 @@ func (c *Config) Settings() commands.Settings {
 	s.Priorities = slices.Clone(s.Priorities)
 	s.Approval.Priorities = slices.Clone(s.Approval.Priorities)
 	s.Templates = slices.Clone(s.Templates)
+	s.Zombies = c.zombies.Policy
 	return s
 }
 
