@@ -313,7 +313,14 @@ func TestCapacityOfAFlavorWithoutNodes(t *testing.T) {
 	e.k.report.Flavors[0].Topology = ""
 	all = everything(e.do("alice", "capacity"))
 	mustContain(t, "/gpu capacity without a Topology", all, "Kueue admits there by quota alone, and the pods wait for nodes")
-	// A request there goes to Kueue (nodes may come), not refused.
+	// A request there goes to Kueue (nodes may come), not refused; asked
+	// as a what-if, it is said not to fit the nodes that exist.
 	req := everything(e.do("alice", "request 8xh100 for 1h team nlp"))
 	mustContain(t, "the request on a flavor without nodes", req, "r1 queued")
+	wi := everything(e.do("alice", "whatif 8xh100 for 1h team nlp"))
+	mustContain(t, "the what-if on a flavor without nodes", wi, "can never be admitted: the cluster does not have that many GPUs of that kind")
+	// More than the quota even with borrowing is refused at once, as Kueue
+	// would never admit it.
+	over := everything(e.do("alice", "request 24xh100 for 1h team nlp"))
+	mustContain(t, "a request above the quota", over, "can never be admitted for nlp")
 }

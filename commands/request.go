@@ -23,7 +23,7 @@ func (s *Service) request(c *call, spec RequestSpec) {
 		s.failed(c, "reading the cluster", err)
 		return
 	}
-	if why := s.never(snap, r); why != "" {
+	if why := s.never(c, snap, r, true); why != "" {
 		s.audit(c, c.who.Name, "request", "", "invalid", why)
 		c.private(plain(why))
 		return
@@ -224,8 +224,12 @@ func (s *Service) draft(who *Person, spec RequestSpec, now time.Time) (records.R
 	return r, ""
 }
 
-// never says why r could not run even on an empty cluster, or "".
-func (s *Service) never(snap *allocator.Snapshot, r records.Request) string {
+// never says why r could not run even on an empty cluster, or "". For a
+// request to submit (submitting) on a real cluster, only a quota no
+// borrowing can reach counts, and only where the allocator models all
+// that Kueue does for the team: nodes may be added (an autoscaled pool
+// at zero), and Kueue decides; its word is shown.
+func (s *Service) never(c *call, snap *allocator.Snapshot, r records.Request, submitting bool) string {
 	empty, err := allocator.NewSnapshot(snap.Cluster(), snap.Now(), nil, nil)
 	if err != nil {
 		return ""
@@ -236,9 +240,7 @@ func (s *Service) never(snap *allocator.Snapshot, r records.Request) string {
 	if reason == allocator.ReasonNone {
 		return ""
 	}
-	if s.kueue != nil && reason != allocator.ReasonQuota && reason != allocator.ReasonCohort {
-		// On a real cluster nodes come and go (an autoscaled pool may be
-		// at zero): Kueue decides, and its word is shown.
+	if s.kueue != nil && submitting && (reason != allocator.ReasonQuota && reason != allocator.ReasonCohort || s.approximate(c, r.Team) != "") {
 		return ""
 	}
 	q, _ := s.queue(r.Team)

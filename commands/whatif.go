@@ -21,7 +21,7 @@ func (s *Service) whatIf(c *call, spec RequestSpec) {
 		s.failed(c, "reading the cluster", err)
 		return
 	}
-	if why := s.never(snap, r); why != "" {
+	if why := s.never(c, snap, r, false); why != "" {
 		c.private(plain(why))
 		return
 	}
