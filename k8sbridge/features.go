@@ -10,7 +10,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	kueueconfig "sigs.k8s.io/kueue/apis/config/v1beta2"
@@ -54,10 +53,6 @@ func (b *Bridge) readManagerConfig(ctx context.Context) managerConfig {
 	mc := managerConfig{at: b.clock.Now(), frameworksJob: true}
 	cm, err := b.kube.CoreV1().ConfigMaps(b.cfg.KueueNamespace).Get(ctx, b.cfg.KueueConfigMap, metav1.GetOptions{})
 	if err != nil {
-		if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
-			mc.err = fmt.Errorf("reading ConfigMap %s/%s: %w", b.cfg.KueueNamespace, b.cfg.KueueConfigMap, err)
-			return mc
-		}
 		mc.err = fmt.Errorf("reading ConfigMap %s/%s: %w", b.cfg.KueueNamespace, b.cfg.KueueConfigMap, err)
 		return mc
 	}

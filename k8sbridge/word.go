@@ -49,11 +49,6 @@ var (
 // classify reads one reason of the flavor assigner and says what it
 // means, in a plain phrase, and which flavor it is about ("" if none).
 func classify(reason string) (part, string, string) {
-	p, phrase, flavor := classifyReason(reason)
-	return p, phrase, flavor
-}
-
-func classifyReason(reason string) (part, string, string) {
 	r := strings.TrimSpace(reason)
 	switch {
 	case reMaxCapacity.MatchString(r):
