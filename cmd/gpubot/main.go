@@ -46,6 +46,9 @@ Commands:
   run       run the bot: on Slack (Socket Mode) when SLACK_BOT_TOKEN and
             SLACK_APP_TOKEN are set, otherwise the console (the default command)
   simulate  replay a GPU-cluster trace to compare policies and capacity
+  kueue-setup
+            print the Kueue objects (flavors, queues, priorities…) that
+            match the configuration, to apply to the cluster
   store     check a store, or back it up (also while gpubot runs):
             gpubot store check, gpubot store backup FILE
   version   print the version
@@ -81,6 +84,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runBot(cmd, args, stdin, stdout, stderr)
 	case "simulate":
 		return runSimulate(args, stdout, stderr)
+	case "kueue-setup":
+		return runKueueSetup(args, stdout, stderr)
 	case "store":
 		return runStore(args, stdout, stderr)
 	}
