@@ -35,6 +35,7 @@ func (s *Service) Observe(ctx context.Context, events []allocator.Event) (outs [
 			outs = c.outs
 		}
 	}()
+	s.refreshChecks(c)
 	s.observe(c, events, "")
 	s.sweep(c, len(events) > 0)
 	return c.outs
@@ -103,7 +104,11 @@ func (s *Service) observe(c *call, events []allocator.Event, skip string) {
 				}
 			}
 			msg = fmt.Sprintf("Preempted%s and requeued after running %s. A new estimate follows.", by, fmtDuration(ran))
-			c.emit(s.dm(r.Requester, plain(fmt.Sprintf("Your request %s was preempted%s and is queued again.", r.ID, by))))
+			dm := fmt.Sprintf("Your request %s was preempted%s and is queued again.", r.ID, by)
+			if ev.By == "" && ev.Detail != "" {
+				msg, dm = s.evicted(&r, ev.Detail, ran)
+			}
+			c.emit(s.dm(r.Requester, plain(dm)))
 		case allocator.EventFinished:
 			if r.State != records.StateRunning {
 				continue

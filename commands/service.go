@@ -66,6 +66,8 @@ type Service struct {
 	util    Utilization // optional; nil: no idle detection
 	others  Others      // optional; nil: zombies.scope all sweeps gpubot's work only
 	digests Digester    // optional; nil answers that digests are off
+	// provisioning is optional; nil: provisioning checks are not followed.
+	provisioning Provisioning
 
 	mu       sync.Mutex
 	vocab    Vocabulary
@@ -265,6 +267,8 @@ func (s *Service) handle(c *call) {
 		s.usage(c, cmd.Team, cmd.Days)
 	case VerbCancel, VerbRelease, VerbApprove, VerbPreempt:
 		s.act(c, Action{Name: cmd.Verb, Request: cmd.ID})
+	case VerbSwitch:
+		s.act(c, Action{Name: VerbSwitch, Request: cmd.ID, Arg: cmd.Flavor})
 	case VerbExtend:
 		// In minutes: fmtDuration shows days without their minutes.
 		s.act(c, Action{Name: cmd.Verb, Request: cmd.ID, Arg: fmt.Sprintf("%dm", cmd.Duration/time.Minute)})
@@ -286,7 +290,7 @@ func (s *Service) handle(c *call) {
 // press handles a button.
 func (s *Service) press(c *call, a Action) {
 	switch a.Name {
-	case VerbApprove, VerbDeny, VerbPreempt, VerbCancel, VerbRelease, VerbExtend:
+	case VerbApprove, VerbDeny, VerbPreempt, VerbCancel, VerbRelease, VerbExtend, VerbSwitch:
 		s.act(c, a)
 	case VerbKeep:
 		s.keep(c, a)
