@@ -60,7 +60,14 @@ func (s *Service) cardWith(c *call, r records.Request, snap *allocator.Snapshot,
 			posted = r.Estimate
 		}
 		word, said := s.kueueWord(c, r.ID)
-		if said && word.Never {
+		if wait, ok := s.provisioningWait(c, r); ok && !(said && word.Never) {
+			head = fmt.Sprintf("%s waits for provisioning", r.ID)
+			status = wait
+			if said {
+				status += " Kueue says: " + kueueSays(word)
+				kueueRaw = word.Raw()
+			}
+		} else if said && word.Never {
 			// Kueue's word wins: no estimate, no category, no preemption.
 			head = fmt.Sprintf("%s will not start as it is", r.ID)
 			status = willNotStart(word) + " Change the request (size, flavor, topology) or ask an admin about the cluster; cancel it if it is no longer needed."

@@ -209,10 +209,14 @@ func (s *Service) doSwitch(c *call, r records.Request, o option, approvedBy stri
 	}
 	c.emit(thread(r.ID, plain(msg)))
 	s.observe(c, events, "")
+	mark := len(c.outs)
+	s.refreshChecks(c)
 	if cur, err := s.deps.Requests.GetRequest(c.ctx, r.ID); err == nil {
 		r = cur
 	}
-	c.emit(s.updateCard(c, r))
+	if !slices.ContainsFunc(c.outs[mark:], func(o Output) bool { return o.To.Kind == UpdateCard && o.To.Request == r.ID }) {
+		c.emit(s.updateCard(c, r))
+	}
 	if c.who.Name != r.Requester {
 		c.emit(s.dm(r.Requester, plain(fmt.Sprintf("Your request %s was switched to %s by %s: %s.", r.ID, o.terms.Flavor, c.who.Name, s.optionText(o)))))
 	}
@@ -298,6 +302,30 @@ func (s *Service) refreshChecks(c *call) {
 			c.emit(s.dm(r.Requester, plain(dm)))
 		}
 	}
+}
+
+// provisioningWait is the card's status for queued r on a provisioned
+// flavor whose nodes are not provisioned yet: the check's state and the
+// typical provisioning time. ok is false for any other request.
+func (s *Service) provisioningWait(c *call, r records.Request) (string, bool) {
+	t := s.set.Elastic.terms(r.Flavor)
+	if r.State != records.StateQueued || t.Capacity != CapacityProvisioned {
+		return "", false
+	}
+	e := elasticOf(r)
+	if e.Check == CheckReady {
+		return "", false
+	}
+	_, typical := s.provisioningTime(c, t)
+	switch e.Check {
+	case CheckPending:
+		return fmt.Sprintf("Provisioning %s nodes (attempt %d, asked %s); it starts when they are there, typically %s.", r.Flavor, e.Attempt, s.clock(e.Asked), typical), true
+	case CheckRetry:
+		return fmt.Sprintf("Provisioning failed (attempt %d: %s); Kueue retries after a back-off. It starts when its %s nodes are there, typically %s after Kueue asks.", e.Attempt, cmp.Or(strings.TrimRight(e.CheckMessage, "."), "no reason given"), r.Flavor, typical), true
+	case CheckRejected:
+		return fmt.Sprintf("Provisioning was given up: %s. Switch it back to reserved capacity or cancel it.", cmp.Or(strings.TrimRight(e.CheckMessage, "."), "rejected")), true
+	}
+	return fmt.Sprintf("Waiting for Kueue to reserve %s quota and ask for %s nodes; it then starts %s.", r.Team, r.Flavor, typical), true
 }
 
 func (s *Service) mustQueue(team string) allocator.Queue {

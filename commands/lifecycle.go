@@ -359,6 +359,9 @@ func (s *Service) refreshEstimates(c *call) {
 		if _, never := s.neverStarts(c, r.ID); never {
 			continue // Kueue cannot admit it as it is: no estimate
 		}
+		if _, ok := s.provisioningWait(c, r); ok {
+			continue // it starts when its nodes are provisioned
+		}
 		next := toRecord(c.now, e)
 		if !material(r.Estimate, next, c.now) {
 			continue

@@ -38,7 +38,9 @@ type option struct {
 
 // offerDue reports whether r, queued with the posted estimate, should be
 // offered elastic capacity: it asks for reserved capacity, its team has
-// an elastic flavor, and it waits long or needs preemption to start.
+// an elastic flavor, and it waits long (the middle of its estimate is
+// later than OfferAfter, or there is no estimate within the horizon) or
+// can start only by preempting others.
 func (s *Service) offerDue(c *call, snap *allocator.Snapshot, r records.Request, posted *records.Estimate) bool {
 	if r.State != records.StateQueued || s.set.Elastic.terms(r.Flavor).Elastic() || len(s.elasticFlavors(r.Team)) == 0 {
 		return false
@@ -50,7 +52,7 @@ func (s *Service) offerDue(c *call, snap *allocator.Snapshot, r records.Request,
 	if after <= 0 {
 		after = DefaultOfferAfter
 	}
-	if posted.Earliest.Sub(c.now) > after {
+	if mid := posted.Earliest.Add(posted.Latest.Sub(posted.Earliest) / 2); mid.Sub(c.now) > after {
 		return true
 	}
 	if snap == nil {
@@ -117,6 +119,19 @@ func (s *Service) optionStart(c *call, snap *allocator.Snapshot, r records.Reque
 	if _, err := sim.Add(w); err != nil {
 		o.blocked = "the cluster has no such flavor for " + r.Team
 		return
+	}
+	if empty, err := allocator.NewSnapshot(snap.Cluster(), snap.Now(), nil, nil); err == nil {
+		switch _, never := empty.Fit(w); {
+		case never == allocator.ReasonQuota || never == allocator.ReasonCohort:
+			o.blocked = fmt.Sprintf("more than %s may use of %s even with borrowing", r.Team, o.terms.Flavor)
+			return
+		case never == allocator.ReasonTopology && o.terms.Capacity == CapacitySpot:
+			o.blocked = fmt.Sprintf("no one %s of %s nodes holds %d GPUs", r.Topology, o.terms.Flavor, r.GPUs)
+			return
+		case never != allocator.ReasonNone && o.terms.Capacity == CapacitySpot:
+			o.blocked = fmt.Sprintf("the %s nodes have fewer than %d GPUs in all", o.terms.Flavor, r.GPUs)
+			return
+		}
 	}
 	_, why := sim.Fit(w)
 	if o.terms.Capacity == CapacityProvisioned {

@@ -100,6 +100,8 @@ func (s *Service) submit(c *call, r records.Request) {
 	if r.State == records.StateQueued {
 		if never {
 			r.KueueSaid = kueueKey(word, true)
+		} else if _, ok := s.provisioningWait(c, r); ok {
+			// It starts when its nodes are provisioned: no queue estimate.
 		} else {
 			e := allocator.EstimateFor(snap, r.ID, s.estimateOptions(c))
 			est = &e
