@@ -266,7 +266,10 @@ func (s *Service) refreshChecks(c *call) {
 		case CheckPending:
 			e.Asked = e.CheckSince
 			nodes := "nodes"
-			if st.Nodes > 0 {
+			switch {
+			case st.Nodes == 1:
+				nodes = "1 node"
+			case st.Nodes > 1:
 				nodes = fmt.Sprintf("%d nodes", st.Nodes)
 			}
 			_, typical := s.provisioningTime(c, t)
