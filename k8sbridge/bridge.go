@@ -74,6 +74,7 @@ type Bridge struct {
 	wls        kueuelisters.WorkloadLister
 	wpcs       kueuelisters.WorkloadPriorityClassLister
 	cohorts    kueuelisters.CohortLister
+	checks     kueuelisters.AdmissionCheckLister
 	wlByOwner  cache.Indexer
 	synced     []cache.InformerSynced
 
@@ -144,6 +145,7 @@ func New(cfg Config, kube kubernetes.Interface, kueue kueueclient.Interface, opt
 	b.nodes, b.pods, b.jobs = nodeInf.Lister(), podInf.Lister(), jobInf.Lister()
 	b.flavors, b.topologies = k.ResourceFlavors().Lister(), k.Topologies().Lister()
 	b.cqs, b.lqs, b.cohorts = k.ClusterQueues().Lister(), k.LocalQueues().Lister(), k.Cohorts().Lister()
+	b.checks = k.AdmissionChecks().Lister()
 	b.wls, b.wpcs = wlInf.Lister(), k.WorkloadPriorityClasses().Lister()
 	b.wlByOwner = wlInf.Informer().GetIndexer()
 	kick := cache.ResourceEventHandlerFuncs{
@@ -155,6 +157,7 @@ func New(cfg Config, kube kubernetes.Interface, kueue kueueclient.Interface, opt
 		nodeInf.Informer(), podInf.Informer(), jobInf.Informer(), wlInf.Informer(),
 		k.ResourceFlavors().Informer(), k.Topologies().Informer(), k.ClusterQueues().Informer(),
 		k.LocalQueues().Informer(), k.WorkloadPriorityClasses().Informer(), k.Cohorts().Informer(),
+		k.AdmissionChecks().Informer(),
 	} {
 		if _, err := inf.AddEventHandler(kick); err != nil {
 			return nil, fmt.Errorf("k8sbridge: watching: %w", err)
@@ -311,6 +314,8 @@ func (b *Bridge) Apply(ctx context.Context, op commands.Op) ([]allocator.Event, 
 		return nil, b.extend(ctx, op.ID, op.Duration)
 	case commands.OpPreempt:
 		return nil, b.preempt(ctx, op.ID, op.Victims)
+	case commands.OpSwitch:
+		return b.switchFlavor(ctx, op.Workload)
 	}
 	return nil, fmt.Errorf("k8sbridge: unknown operation %q", op.Kind)
 }

@@ -115,9 +115,15 @@ func (b *Bridge) jobSpec(w allocator.Workload, rec records.Request, team Team) (
 	}
 	flavor := w.Flavor
 	if flavor == "" {
+		elastic := b.elasticFlavors()
 		for _, q := range v.cluster.Queues {
-			if q.Name == w.Queue && len(q.Flavors) > 0 {
-				flavor = q.Flavors[0]
+			if q.Name != w.Queue {
+				continue
+			}
+			for _, f := range q.Flavors {
+				if flavor == "" && !elastic[f] {
+					flavor = f
+				}
 			}
 		}
 	}
@@ -139,6 +145,9 @@ func (b *Bridge) jobSpec(w allocator.Workload, rec records.Request, team Team) (
 	rf, err := b.flavors.Get(flavor)
 	if err == nil && w.Flavor != "" {
 		s.selector = rf.Spec.NodeLabels
+	}
+	if w.Flavor == "" {
+		s.keepOff = b.keepOffElastic(v, w.Queue)
 	}
 	if w.Topology != allocator.LevelNone {
 		fi := &flavorInfo{blockLabel: b.cfg.BlockLabel, rackLabel: b.cfg.RackLabel, hostL: b.cfg.HostLabel}

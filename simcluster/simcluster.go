@@ -110,7 +110,7 @@ type Cluster struct {
 	notFound    func(error) bool
 	podsTimeout time.Duration
 
-	elastic     map[string]ElasticFlavor
+	elastic map[string]ElasticFlavor
 
 	mu       sync.Mutex
 	snap     *allocator.Snapshot

@@ -117,7 +117,7 @@ func runOnCluster(ctx context.Context, o Options, cfg *config.Config, db *store.
 	}
 	svc, err := commands.NewService(ctx, set, commands.Deps{
 		Cluster: br, Requests: db, IDs: db, Audit: tel.audit(db), Usage: db, Clock: wallClock{},
-	}, append(zombieOpts, commands.WithLogger(log), commands.WithTracker(br), commands.WithDigests(eng), commands.WithKueueView(br))...)
+	}, append(zombieOpts, commands.WithLogger(log), commands.WithTracker(br), commands.WithDigests(eng), commands.WithKueueView(br), commands.WithProvisioning(br))...)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,147 @@
+package k8sbridge
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	"github.com/gpubot/gpubot/allocator"
+	"github.com/gpubot/gpubot/commands"
+)
+
+// Elastic capacity on a real cluster. Spot and provisioned flavors are
+// ResourceFlavors in the teams' ClusterQueues like any other (kueue-setup
+// writes them, a provisioned one with its AdmissionCheck and
+// ProvisioningRequestConfig). Only requests switched to them run there:
+// a request for any flavor gets required node affinity that keeps Kueue
+// from assigning it an elastic flavor (without it, Kueue's flavor
+// fungibility would move it there by itself when reserved quota runs
+// out); a switch withdraws the request's Job and submits it again pinned
+// to the elastic flavor. Kueue's ProvisioningRequest admission check then
+// asks the cluster autoscaler for nodes (ProvisioningChecks reports its
+// state), and when a spot node goes away Kueue's topology-aware
+// scheduling evicts the work (reason NodeFailures), which the bridge
+// reports as a requeue with Kueue's message.
+
+var _ commands.Provisioning = (*Bridge)(nil)
+
+// elasticFlavors are the configured flavors marked elastic.
+func (b *Bridge) elasticFlavors() map[string]bool {
+	out := map[string]bool{}
+	for _, f := range b.cfg.Flavors {
+		if f.Elastic {
+			out[f.Name] = true
+		}
+	}
+	return out
+}
+
+// keepOffElastic is the node affinity that keeps work asking for any of
+// queue's flavors off its elastic ones: for each elastic ResourceFlavor, a
+// label it selects that no reserved flavor of the queue selects with the
+// same value must not have that value. The caller holds b.mu.
+func (b *Bridge) keepOffElastic(v *view, queue string) []corev1.NodeSelectorRequirement {
+	elastic := b.elasticFlavors()
+	var reserved, spend []*kueue.ResourceFlavor
+	for _, name := range queueFlavors(v, queue) {
+		rf, err := b.flavors.Get(name)
+		if err != nil {
+			continue
+		}
+		if elastic[name] {
+			spend = append(spend, rf)
+		} else {
+			reserved = append(reserved, rf)
+		}
+	}
+	var out []corev1.NodeSelectorRequirement
+	for _, rf := range spend {
+		for _, k := range slices.Sorted(maps.Keys(rf.Spec.NodeLabels)) {
+			val := rf.Spec.NodeLabels[k]
+			if slices.ContainsFunc(reserved, func(r *kueue.ResourceFlavor) bool { return r.Spec.NodeLabels[k] == val }) {
+				continue
+			}
+			out = append(out, corev1.NodeSelectorRequirement{Key: k, Operator: corev1.NodeSelectorOpNotIn, Values: []string{val}})
+			break
+		}
+	}
+	return out
+}
+
+// switchFlavor withdraws the request's Job and Workloads, waits until
+// they are gone, and submits w (the request on its new flavor).
+func (b *Bridge) switchFlavor(ctx context.Context, w allocator.Workload) ([]allocator.Event, error) {
+	b.mu.Lock()
+	ref, ok := b.jobOf(w.ID)
+	b.mu.Unlock()
+	if err := b.remove(ctx, w.ID); err != nil {
+		return nil, err
+	}
+	if ok {
+		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, b.cfg.PreemptTimeout, true, func(ctx context.Context) (bool, error) {
+			_, err := b.kube.BatchV1().Jobs(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+			if !apierrors.IsNotFound(err) {
+				return false, nil
+			}
+			b.mu.Lock()
+			_, cached := b.jobOf(w.ID)
+			b.mu.Unlock()
+			return !cached, nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("waiting for Job %s/%s to go before resubmitting it on %s: %w", ref.Namespace, ref.Name, w.Flavor, err)
+		}
+	}
+	return b.submit(ctx, w)
+}
+
+// ProvisioningChecks implements commands.Provisioning: the state of the
+// ProvisioningRequest admission checks of gpubot's workloads.
+func (b *Bridge) ProvisioningChecks(context.Context) (map[string]commands.CheckState, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	v, err := b.view()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]commands.CheckState{}
+	for id, o := range v.owned {
+		if o.wl == nil || o.phase == phaseFinished {
+			continue
+		}
+		for _, ac := range o.wl.Status.AdmissionChecks {
+			check, err := b.checks.Get(string(ac.Name))
+			if err != nil || check.Spec.ControllerName != ProvisioningController {
+				continue
+			}
+			st := commands.CheckState{Check: string(ac.Name), State: string(ac.State), Message: ac.Message,
+				Attempt: int(ptr.Deref(ac.RetryCount, 0)) + 1, Since: ac.LastTransitionTime.Time}
+			for _, ps := range o.wl.Spec.PodSets {
+				st.Nodes += int(ps.Count)
+			}
+			out[id] = st
+		}
+	}
+	return out, nil
+}
+
+// evictedDetail says why Kueue evicted wl when it was not preempted by
+// other work: "Kueue evicted it (NodeFailures): …"; "" otherwise.
+func evictedDetail(wl *kueue.Workload) string {
+	c := apimeta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadEvicted)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason == kueue.WorkloadEvictedByPreemption || c.Reason == kueue.WorkloadDeactivated {
+		return ""
+	}
+	return fmt.Sprintf("Kueue evicted it (%s): %s", c.Reason, strings.TrimRight(c.Message, "."))
+}
