@@ -42,6 +42,15 @@ type CheckState struct {
 	Since time.Time
 	// Nodes is how many nodes are being provisioned, when known (0: not).
 	Nodes int
+	// Failed lists the attempts that failed, oldest first, as far as the
+	// cluster still tells (the ProvisioningRequests Kueue keeps).
+	Failed []CheckFailure
+}
+
+// CheckFailure is one failed provisioning attempt.
+type CheckFailure struct {
+	Attempt int
+	Message string
 }
 
 // Admission check states, as Kueue names them.
@@ -181,7 +190,7 @@ func (s *Service) doSwitch(c *call, r records.Request, o option, approvedBy stri
 	before := r
 	e := elasticOf(r)
 	e.From, e.At, e.By, e.Reserved, e.PendingSwitch = r.Flavor, c.now, c.who.Name, r.Estimate, ""
-	e.Check, e.CheckMessage, e.Attempt, e.CheckSince, e.Asked = "", "", 0, time.Time{}, time.Time{}
+	e.Check, e.CheckMessage, e.Attempt, e.FailedTold, e.CheckSince, e.Asked = "", "", 0, 0, time.Time{}, time.Time{}
 	r.Elastic = e
 	r.Flavor = o.terms.Flavor
 	r.Estimate, r.KueueSaid = nil, ""
@@ -234,6 +243,8 @@ func elasticOf(r records.Request) *records.Elastic {
 // refreshChecks tells in their threads how the provisioning of requests
 // on provisioned flavors goes, once per change of the check's state or
 // attempt, in plain words; failures and rejections also go to the owner.
+// A failure the cluster retried before gpubot looked (Kueue's back-off can
+// be seconds) is told from the failed attempt's record.
 func (s *Service) refreshChecks(c *call) {
 	if s.provisioning == nil {
 		return
@@ -251,48 +262,74 @@ func (s *Service) refreshChecks(c *call) {
 	}
 	for _, r := range open {
 		st, ok := checks[r.ID]
-		e := elasticOf(r)
-		if !ok || st.State == e.Check && max(st.Attempt, 1) == e.Attempt {
+		if !ok {
 			continue
 		}
+		st.Attempt = max(st.Attempt, 1)
+		e := elasticOf(r)
+		var msgs []string
+		var dms []string
+		// Failures not told yet, oldest first.
+		for _, f := range st.Failed {
+			if f.Attempt > e.FailedTold && !(st.State == CheckRetry && f.Attempt == st.Attempt) {
+				m, d := s.failureWords(r, f.Attempt, f.Message)
+				msgs, dms = append(msgs, m), append(dms, d)
+				e.FailedTold = f.Attempt
+			}
+		}
+		changed := st.State != e.Check || st.Attempt != e.Attempt
 		if r.State == records.StateRunning && st.State == CheckReady && e.Check == CheckReady {
+			changed = false
+		}
+		if !changed && len(msgs) == 0 {
 			continue
 		}
 		prev := e.Check
-		e.Check, e.CheckMessage, e.Attempt, e.CheckSince = st.State, st.Message, max(st.Attempt, 1), cmp.Or(st.Since, c.now)
-		var msg, dm string
-		t := s.set.Elastic.terms(r.Flavor)
-		switch st.State {
-		case CheckPending:
-			e.Asked = e.CheckSince
-			nodes := "nodes"
-			switch {
-			case st.Nodes == 1:
-				nodes = "1 node"
-			case st.Nodes > 1:
-				nodes = fmt.Sprintf("%d nodes", st.Nodes)
+		if changed {
+			e.Check, e.CheckMessage, e.Attempt, e.CheckSince = st.State, st.Message, st.Attempt, cmp.Or(st.Since, c.now)
+			t := s.set.Elastic.terms(r.Flavor)
+			switch st.State {
+			case CheckPending:
+				e.Asked = e.CheckSince
+				nodes := "nodes"
+				switch {
+				case st.Nodes == 1:
+					nodes = "1 node"
+				case st.Nodes > 1:
+					nodes = fmt.Sprintf("%d nodes", st.Nodes)
+				}
+				_, typical := s.provisioningTime(c, t)
+				if e.Attempt > 1 {
+					msgs = append(msgs, fmt.Sprintf("Provisioning again, attempt %d: Kueue asked the cluster autoscaler for %s of %s once more.", e.Attempt, nodes, r.Flavor))
+				} else {
+					msgs = append(msgs, fmt.Sprintf("Kueue asked the cluster autoscaler for %s of %s (admission check %s). Provisioning starts it %s.", nodes, r.Flavor, cmp.Or(st.Check, t.AdmissionCheck), typical))
+				}
+			case CheckReady:
+				e.Provisioned = e.CheckSince
+				took := ""
+				if d, ok := e.ProvisioningTime(); ok {
+					took = " after " + fmtDuration(roundMinute(d))
+				}
+				msgs = append(msgs, fmt.Sprintf("Provisioned%s: the %s nodes are there, and Kueue admits it onto them.", took, r.Flavor))
+			case CheckRetry:
+				if e.Attempt > e.FailedTold {
+					m, d := s.failureWords(r, e.Attempt, st.Message)
+					msgs, dms = append(msgs, m), append(dms, d)
+					e.FailedTold = e.Attempt
+				}
+			case CheckRejected:
+				back := e.From
+				if back == "" {
+					if fs := s.reservedFlavors(s.mustQueue(r.Team)); len(fs) > 0 {
+						back = fs[0]
+					}
+				}
+				why := cmp.Or(strings.TrimRight(st.Message, "."), "the admission check rejected it")
+				msgs = append(msgs, fmt.Sprintf("Provisioning was given up: %s. It will not start on %s; /gpu switch %s %s puts it back on reserved capacity, or cancel it.", why, r.Flavor, r.ID, back))
+				dms = append(dms, fmt.Sprintf("Your request %s will not start on %s: provisioning was given up (%s).", r.ID, r.Flavor, why))
+			default:
+				msgs = append(msgs, fmt.Sprintf("Provisioning check %s is %s%s.", st.Check, st.State, suffix(": ", st.Message)))
 			}
-			_, typical := s.provisioningTime(c, t)
-			msg = fmt.Sprintf("Kueue asked the cluster autoscaler for %s of %s (admission check %s). Provisioning starts it %s.", nodes, r.Flavor, cmp.Or(st.Check, t.AdmissionCheck), typical)
-			if e.Attempt > 1 {
-				msg = fmt.Sprintf("Provisioning again, attempt %d: Kueue asked the cluster autoscaler for %s of %s once more.", e.Attempt, nodes, r.Flavor)
-			}
-		case CheckReady:
-			e.Provisioned = e.CheckSince
-			took := ""
-			if d, ok := e.ProvisioningTime(); ok {
-				took = " after " + fmtDuration(roundMinute(d))
-			}
-			msg = fmt.Sprintf("Provisioned%s: the %s nodes are there, and Kueue admits it onto them.", took, r.Flavor)
-		case CheckRetry:
-			msg = fmt.Sprintf("Provisioning failed (attempt %d): %s. Kueue gives the quota back and tries again after a back-off; this thread says when.", e.Attempt, cmp.Or(strings.TrimRight(st.Message, "."), "no reason given"))
-			dm = fmt.Sprintf("Provisioning of your request %s on %s failed (attempt %d): %s. Kueue retries on its own.", r.ID, r.Flavor, e.Attempt, cmp.Or(strings.TrimRight(st.Message, "."), "no reason given"))
-		case CheckRejected:
-			back := cmp.Or(e.From, s.reservedFlavors(s.mustQueue(r.Team))[0])
-			msg = fmt.Sprintf("Provisioning was given up: %s. It will not start on %s; /gpu switch %s %s puts it back on reserved capacity, or cancel it.", cmp.Or(strings.TrimRight(st.Message, "."), "the admission check rejected it"), r.Flavor, r.ID, back)
-			dm = fmt.Sprintf("Your request %s will not start on %s: provisioning was given up (%s).", r.ID, r.Flavor, cmp.Or(strings.TrimRight(st.Message, "."), "rejected"))
-		default:
-			msg = fmt.Sprintf("Provisioning check %s is %s%s.", st.Check, st.State, suffix(": ", st.Message))
 		}
 		r.Elastic = e
 		if err := s.deps.Requests.PutRequest(c.ctx, r); err != nil {
@@ -300,11 +337,22 @@ func (s *Service) refreshChecks(c *call) {
 			continue
 		}
 		s.audit(c, "gpubot", "provisioning", r.ID, "ok", fmt.Sprintf("%s → %s (attempt %d)%s", cmp.Or(prev, "none"), st.State, e.Attempt, suffix(": ", st.Message)))
-		c.emit(thread(r.ID, plain(msg)), s.updateCard(c, r))
-		if dm != "" {
-			c.emit(s.dm(r.Requester, plain(dm)))
+		for _, m := range msgs {
+			c.emit(thread(r.ID, plain(m)))
+		}
+		c.emit(s.updateCard(c, r))
+		for _, d := range dms {
+			c.emit(s.dm(r.Requester, plain(d)))
 		}
 	}
+}
+
+// failureWords tell a failed provisioning attempt, in the thread and to
+// the owner.
+func (s *Service) failureWords(r records.Request, attempt int, message string) (string, string) {
+	why := cmp.Or(strings.TrimRight(strings.TrimPrefix(message, "Retrying after failure: "), "."), "no reason given")
+	return fmt.Sprintf("Provisioning failed (attempt %d): %s. Kueue gives the quota back and tries again after a back-off; this thread says when.", attempt, why),
+		fmt.Sprintf("Provisioning of your request %s on %s failed (attempt %d): %s. Kueue retries on its own.", r.ID, r.Flavor, attempt, why)
 }
 
 // provisioningWait is the card's status for queued r on a provisioned
@@ -395,4 +443,17 @@ func (s *Service) elasticProblem(c *call, r records.Request) string {
 		return fmt.Sprintf("%s on %s is %s.", describe(r), r.Flavor, why)
 	}
 	return ""
+}
+
+// awaitingChecks reports whether queued r holds quota but waits for
+// admission checks (Kueue's word says so, or its provisioning is not
+// Ready): the cluster has not admitted it, though its quota is reserved.
+func (s *Service) awaitingChecks(c *call, r records.Request) bool {
+	if w, ok := s.kueueWord(c, r.ID); ok && w.Condition == "AdmissionCheck" {
+		return true
+	}
+	if s.set.Elastic.terms(r.Flavor).Capacity != CapacityProvisioned || s.provisioning == nil {
+		return false
+	}
+	return elasticOf(r).Check != CheckReady
 }

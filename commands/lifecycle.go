@@ -303,6 +303,8 @@ func (s *Service) reconcile(c *call, snap *allocator.Snapshot, active []records.
 	for _, r := range active {
 		w, ok := snap.Workload(r.ID)
 		switch {
+		case ok && r.State == records.StateQueued && w.Admission != nil && s.awaitingChecks(c, r):
+			// Quota reserved, admission checks pending: not admitted yet.
 		case ok && r.State == records.StateQueued && w.Admission != nil:
 			// The cluster admitted it, and the event was missed.
 			s.observe(c, []allocator.Event{{Kind: allocator.EventAdmitted, ID: r.ID, At: w.Admission.At, Admission: w.Admission}}, "")

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	batchlisters "k8s.io/client-go/listers/batch/v1"
@@ -93,6 +94,10 @@ type Bridge struct {
 	podsTold map[string]podsMark
 	// evictedFor names the preemptor of each workload gpubot deactivated.
 	evictedFor map[string]string
+	// prFailures are the failed ProvisioningRequests seen, by the UID of
+	// the Workload they were for (see provreq.go).
+	prFailures map[string][]commands.CheckFailure
+	dyn        dynamic.Interface
 	// mgr is Kueue's manager Configuration as last read; logged holds
 	// the findings already logged (logFindings).
 	mgr     managerConfig
@@ -123,6 +128,7 @@ func New(cfg Config, kube kubernetes.Interface, kueue kueueclient.Interface, opt
 		known:      map[string]allocator.Workload{},
 		podsTold:   map[string]podsMark{},
 		evictedFor: map[string]string{},
+		prFailures: map[string][]commands.CheckFailure{},
 		logged:     map[string]bool{},
 	}
 	for _, o := range opts {
@@ -232,9 +238,15 @@ func (b *Bridge) Start(ctx context.Context) ([]string, error) {
 	b.coreFactory.Start(ctx.Done())
 	b.ownedFactory.Start(ctx.Done())
 	b.kueueFactory.Start(ctx.Done())
+	synced := b.synced
+	if s, err := b.startProvisioningRequests(ctx); err != nil {
+		return nil, err
+	} else if s != nil {
+		synced = append(synced, s)
+	}
 	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	if !cache.WaitForCacheSync(sctx.Done(), b.synced...) {
+	if !cache.WaitForCacheSync(sctx.Done(), synced...) {
 		return nil, errors.New("timed out filling the caches of Kueue and node objects")
 	}
 	mc := b.managerConfig(ctx)

@@ -24,10 +24,10 @@ import (
 // ResourceFlavors in the teams' ClusterQueues like any other (kueue-setup
 // writes them, a provisioned one with its AdmissionCheck and
 // ProvisioningRequestConfig). Only requests switched to them run there:
-// a request for any flavor gets required node affinity that keeps Kueue
-// from assigning it an elastic flavor (without it, Kueue's flavor
-// fungibility would move it there by itself when reserved quota runs
-// out); a switch withdraws the request's Job and submits it again pinned
+// every other request gets required node affinity that keeps Kueue from
+// assigning it an elastic flavor (without it, Kueue would try them next
+// when reserved capacity runs out, since an elastic flavor's node labels
+// include a reserved one's: the same GPU); a switch withdraws the request's Job and submits it again pinned
 // to the elastic flavor. Kueue's ProvisioningRequest admission check then
 // asks the cluster autoscaler for nodes (ProvisioningChecks reports its
 // state), and when a spot node goes away Kueue's topology-aware
@@ -130,6 +130,14 @@ func (b *Bridge) ProvisioningChecks(context.Context) (map[string]commands.CheckS
 			for _, ps := range o.wl.Spec.PodSets {
 				st.Nodes += int(ps.Count)
 			}
+			st.Failed = append(st.Failed, b.prFailures[string(o.wl.UID)]...)
+			slices.SortFunc(st.Failed, func(x, y commands.CheckFailure) int { return x.Attempt - y.Attempt })
+			for _, f := range st.Failed {
+				st.Attempt = max(st.Attempt, f.Attempt+1)
+			}
+			if st.State == commands.CheckRetry || st.State == commands.CheckRejected {
+				st.Attempt = max(1, st.Attempt-1) // the attempt that failed
+			}
 			out[id] = st
 		}
 	}
@@ -144,4 +152,23 @@ func evictedDetail(wl *kueue.Workload) string {
 		return ""
 	}
 	return fmt.Sprintf("Kueue evicted it (%s): %s", c.Reason, strings.TrimRight(c.Message, "."))
+}
+
+// unfollowedCheck reports whether an admission check rule of a
+// ClusterQueue holds back work gpubot does not follow as provisioning:
+// anything but a ProvisioningRequest check on configured provisioned
+// (elastic) flavors only, whose wait gpubot estimates from what the
+// cluster did.
+func (b *Bridge) unfollowedCheck(rule kueue.AdmissionCheckStrategyRule) bool {
+	elastic := b.elasticFlavors()
+	if len(rule.OnFlavors) == 0 {
+		return true
+	}
+	for _, f := range rule.OnFlavors {
+		if !elastic[string(f)] {
+			return true
+		}
+	}
+	check, err := b.checks.Get(string(rule.Name))
+	return err != nil || check.Spec.ControllerName != ProvisioningController
 }

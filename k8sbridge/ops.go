@@ -146,7 +146,9 @@ func (b *Bridge) jobSpec(w allocator.Workload, rec records.Request, team Team) (
 	if err == nil && w.Flavor != "" {
 		s.selector = rf.Spec.NodeLabels
 	}
-	if w.Flavor == "" {
+	if !b.elasticFlavors()[w.Flavor] {
+		// A reserved flavor's node labels also match the elastic flavors
+		// of the same GPU: without this Kueue would try those next.
 		s.keepOff = b.keepOffElastic(v, w.Queue)
 	}
 	if w.Topology != allocator.LevelNone {

@@ -39,9 +39,9 @@ type SetupFlavor struct {
 	// Spot and Provisioned mark elastic capacity. Their ResourceFlavor
 	// tolerates, as NoSchedule taints, the node labels that no reserved
 	// flavor has (the elastic nodes carry them as taints too, so that
-	// reserved work never lands there); a provisioned flavor has no
-	// Topology (its nodes do not exist until provisioned) and is
-	// provisioned by its AdmissionCheck.
+	// reserved work never lands there); a provisioned flavor is
+	// provisioned by its AdmissionCheck (with a Topology, Kueue delays the
+	// topology assignment until the nodes are provisioned).
 	Spot, Provisioned bool
 	// Provisioning is a provisioned flavor's admission check.
 	Provisioning *SetupProvisioning
@@ -137,7 +137,7 @@ func Setup(spec SetupSpec) []byte {
 		for _, k := range slices.Sorted(maps.Keys(labels)) {
 			p("    %s: %s", yamlStr(k), yamlStr(labels[k]))
 		}
-		if len(spec.TopologyLevels) > 0 && !f.Provisioned {
+		if len(spec.TopologyLevels) > 0 {
 			p("  topologyName: %s", TopologyName)
 		}
 		if taints := elasticTaints(spec.Flavors, f); len(taints) > 0 {

@@ -24,8 +24,10 @@ type Elastic struct {
 	Check string `json:"check,omitempty"`
 	// CheckMessage is what the check said with it.
 	CheckMessage string `json:"checkMessage,omitempty"`
-	// Attempt is the provisioning attempt (1 for the first).
-	Attempt int `json:"attempt,omitempty"`
+	// Attempt is the provisioning attempt (1 for the first), and
+	// FailedTold the last failed attempt told in the thread.
+	Attempt    int `json:"attempt,omitempty"`
+	FailedTold int `json:"failedTold,omitempty"`
 	// CheckSince is when the check entered its current state; Asked is
 	// when the current provisioning attempt was asked for (the check
 	// pending), and Provisioned when it last became Ready.

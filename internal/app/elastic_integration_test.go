@@ -51,7 +51,7 @@ func startElasticCluster(t *testing.T) *elasticCluster {
 	if k8senv.Skipped() || testing.Short() {
 		t.Skipf("integration test: needs the cached Kubernetes binaries (unset %s and drop -short)", k8senv.SkipEnv)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	t.Cleanup(cancel)
 	env, err := k8senv.Start(ctx, k8senv.Options{Nodes: true})
 	if err != nil {
@@ -111,7 +111,9 @@ func (c *elasticCluster) addNodes(flavor string, names ...string) {
 func (c *elasticCluster) provisioningRequest(ns string, attempt int) *unstructured.Unstructured {
 	c.t.Helper()
 	var found *unstructured.Unstructured
-	err := wait.PollUntilContextTimeout(c.ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	// Kueue requeues a workload whose provisioning failed once its back-off
+	// is over and its queue is next looked at, which can take a minute.
+	err := wait.PollUntilContextTimeout(c.ctx, 100*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
 		l, err := c.dyn.Resource(provReqs).Namespace(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, nil
@@ -189,12 +191,13 @@ type console struct {
 	out   syncBuffer
 	log   syncBuffer
 	done  chan error
-	clean func()
+	// dump describes the cluster's state when a wait fails.
+	dump func() string
 }
 
 func startConsole(t *testing.T, c *elasticCluster) *console {
 	stdin, typed := io.Pipe()
-	k := &console{t: t, ctx: c.ctx, in: typed, done: make(chan error, 1)}
+	k := &console{t: t, ctx: c.ctx, in: typed, done: make(chan error, 1), dump: c.dump}
 	cfg := exampleConfig(t, longRunningJobs())
 	go func() {
 		k.done <- app.Run(c.ctx, app.Options{ConfigPath: cfg, DataDir: t.TempDir(), As: "bob", LogFile: "-", Stderr: &k.log, Stdout: &k.out, Stdin: stdin,
@@ -228,7 +231,11 @@ func (k *console) wait(from int, phrases ...string) int {
 		return true, nil
 	})
 	if err != nil {
-		k.t.Fatalf("waiting for %q: %v\nconsole:\n%s\nlog:\n%s", phrases, err, k.out.String()[from:], k.log.String())
+		state := ""
+		if k.dump != nil {
+			state = k.dump()
+		}
+		k.t.Fatalf("waiting for %q: %v\nconsole:\n%s\nlog:\n%s\ncluster:\n%s", phrases, err, k.out.String()[from:], k.log.String(), state)
 	}
 	return at
 }
@@ -279,8 +286,9 @@ func TestElasticOnARealCluster(t *testing.T) {
 	if err := c.kube.CoreV1().Nodes().Delete(c.ctx, "spot-1", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	before := at
 	at = k.wait(at, "Its spot nodes were reclaimed after running", "Kueue evicted it (NodeFailures)")
-	k.wait(at, "Your request r2 lost its spot nodes")
+	k.wait(before, "Your request r2 lost its spot nodes")
 	c.addNodes("h100-spot", "spot-2")
 	at = k.wait(at, "r2", "Admitted")
 	c.podNodes("nlp", "r2", "spot-2")
@@ -384,4 +392,24 @@ func TestElasticOnSlackOnARealCluster(t *testing.T) {
 		t.Errorf("r2's pods run on %v, want one pod on the spot node", nodes)
 	}
 	noUnacked(t, fake)
+}
+
+// dump describes gpubot's Jobs and their Workloads, for failure messages.
+func (c *elasticCluster) dump() string {
+	var b strings.Builder
+	kq := kueueclient.NewForConfigOrDie(c.env.Config)
+	for _, ns := range []string{"nlp", "vision", "speech"} {
+		jobs, _ := c.kube.BatchV1().Jobs(ns).List(context.Background(), metav1.ListOptions{})
+		for _, j := range jobs.Items {
+			fmt.Fprintf(&b, "job %s/%s suspend=%v nodeSelector=%v affinity=%+v\n", ns, j.Name, *j.Spec.Suspend, j.Spec.Template.Spec.NodeSelector, j.Spec.Template.Spec.Affinity)
+		}
+		wls, _ := kq.KueueV1beta2().Workloads(ns).List(context.Background(), metav1.ListOptions{})
+		for _, w := range wls.Items {
+			fmt.Fprintf(&b, "workload %s/%s admission=%+v checks=%+v\n", ns, w.Name, w.Status.Admission, w.Status.AdmissionChecks)
+			for _, cnd := range w.Status.Conditions {
+				fmt.Fprintf(&b, "  %s=%s %s: %s\n", cnd.Type, cnd.Status, cnd.Reason, cnd.Message)
+			}
+		}
+	}
+	return b.String()
 }
