@@ -393,6 +393,11 @@ func (s *Service) evicted(r *records.Request, detail string, ran time.Duration) 
 		e := elasticOf(*r)
 		e.Reclaims++
 		r.Elastic = e
+		if detail == "" {
+			// The requeue was seen before the cluster said why.
+			return fmt.Sprintf("Evicted from its spot nodes after running %s (the cluster did not say why; spot nodes can be reclaimed at any time); it is queued again on %s. A new estimate follows.", fmtDuration(ran), r.Flavor),
+				fmt.Sprintf("Your request %s was evicted from its spot nodes after running %s and is queued again on %s; a new estimate follows in its thread.", r.ID, fmtDuration(ran), r.Flavor)
+		}
 		return fmt.Sprintf("Its spot nodes were reclaimed after running %s (%s); it is queued again on %s. A new estimate follows.", fmtDuration(ran), detail, r.Flavor),
 			fmt.Sprintf("Your request %s lost its spot nodes after running %s (%s) and is queued again on %s; a new estimate follows in its thread.", r.ID, fmtDuration(ran), detail, r.Flavor)
 	}

@@ -105,7 +105,7 @@ func (s *Service) observe(c *call, events []allocator.Event, skip string) {
 			}
 			msg = fmt.Sprintf("Preempted%s and requeued after running %s. A new estimate follows.", by, fmtDuration(ran))
 			dm := fmt.Sprintf("Your request %s was preempted%s and is queued again.", r.ID, by)
-			if ev.By == "" && ev.Detail != "" {
+			if ev.By == "" && (ev.Detail != "" || s.set.Elastic.terms(r.AdmittedFlavor).Capacity == CapacitySpot) {
 				msg, dm = s.evicted(&r, ev.Detail, ran)
 			}
 			c.emit(s.dm(r.Requester, plain(dm)))
