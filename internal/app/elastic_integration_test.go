@@ -185,12 +185,12 @@ func (c *elasticCluster) podNodes(ns, id, prefix string) []string {
 // console runs gpubot's console on the cluster with the example
 // configuration whose Jobs run for an hour.
 type console struct {
-	t     *testing.T
-	ctx   context.Context
-	in    *io.PipeWriter
-	out   syncBuffer
-	log   syncBuffer
-	done  chan error
+	t    *testing.T
+	ctx  context.Context
+	in   *io.PipeWriter
+	out  syncBuffer
+	log  syncBuffer
+	done chan error
 	// dump describes the cluster's state when a wait fails.
 	dump func() string
 }
