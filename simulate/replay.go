@@ -54,7 +54,9 @@ type Setup struct {
 	// window (fragmentation and GPUs in use over time); 0 means 400.
 	Samples int
 	// Progress, if set, is called from the replays (perhaps
-	// concurrently) as they go.
+	// concurrently) as they go: first once for every run with done 0,
+	// before any starts, then as each goes (done never decreases for a
+	// run, and total stays the same).
 	Progress func(run string, done, total int)
 
 	// check, if set (tests), is called after every step of every run.
@@ -109,6 +111,18 @@ func Replay(s Setup) (*Report, error) {
 			tasks = append(tasks, &task{pol: pol, v: v})
 		}
 	}
+	runName := func(t *task) string {
+		if t.v.name != "as given" {
+			return t.pol.Name + " " + t.v.name
+		}
+		return t.pol.Name
+	}
+	if s.Progress != nil {
+		// Every run counts from the start, so that the total never grows.
+		for _, t := range tasks {
+			s.Progress(runName(t), 0, len(p.jobs))
+		}
+	}
 	errs := make([]error, len(tasks))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
@@ -123,11 +137,7 @@ func Replay(s Setup) (*Report, error) {
 				errs[i] = err
 				return
 			}
-			name := t.pol.Name
-			if t.v.name != "as given" {
-				name += " " + t.v.name
-			}
-			t.out, errs[i] = replayOne(p, cl, t.pol, t.v.name, name, s.Progress, s.check)
+			t.out, errs[i] = replayOne(p, cl, t.pol, t.v.name, runName(t), s.Progress, s.check)
 		}()
 	}
 	wg.Wait()
