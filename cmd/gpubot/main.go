@@ -72,7 +72,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "run", "console":
 		return runBot(cmd, args, stdin, stdout, stderr)
 	case "simulate":
-		return runSimulate(args, stdout, stderr)
+		return app.Simulate(args, app.SimulateIO{Stdout: stdout, Stderr: stderr, Terminal: isTerminal(stderr)})
 	}
 	fmt.Fprintf(stderr, "gpubot: unknown command %q\n\n%s", cmd, usage)
 	return 2

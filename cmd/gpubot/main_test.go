@@ -21,18 +21,21 @@ func TestHelpAndVersion(t *testing.T) {
 		stderr   []string
 		noStdout bool
 	}{
-		"--help":         {args: []string{"--help"}, stdout: []string{"Usage:", "console", "run", "version", "help"}},
-		"-h":             {args: []string{"-h"}, stdout: []string{"Commands:"}},
-		"help":           {args: []string{"help"}, stdout: []string{"Commands:"}},
-		"help console":   {args: []string{"help", "console"}, stderr: []string{"Usage: gpubot console", ":advance", "-data-dir", "-as", "-config", "-start"}},
-		"console --help": {args: []string{"console", "--help"}, stderr: []string{"Usage: gpubot console", "-log-file", "-log-level"}},
-		"run --help":     {args: []string{"run", "--help"}, stderr: []string{"Usage: gpubot [run]", "Socket Mode", "SLACK_BOT_TOKEN", "SLACK_APP_TOKEN_FILE", "SLACK_API_URL", "-http-addr"}},
-		"version":        {args: []string{"version"}, stdout: []string{"gpubot "}},
-		"unknown":        {args: []string{"frobnicate"}, code: 2, stderr: []string{`unknown command "frobnicate"`, "Commands:"}},
-		"bad flag":       {args: []string{"console", "--nope"}, code: 2, stderr: []string{"flag provided but not defined: -nope"}},
-		"bad level":      {args: []string{"console", "--log-level", "loud"}, code: 2, stderr: []string{"--log-level"}},
-		"bad start":      {args: []string{"console", "--start", "tuesday"}, code: 2, stderr: []string{"--start"}},
-		"stray argument": {args: []string{"console", "extra"}, code: 2, stderr: []string{`unexpected argument "extra"`}},
+		"--help":          {args: []string{"--help"}, stdout: []string{"Usage:", "console", "run", "version", "help"}},
+		"-h":              {args: []string{"-h"}, stdout: []string{"Commands:"}},
+		"help":            {args: []string{"help"}, stdout: []string{"Commands:"}},
+		"help console":    {args: []string{"help", "console"}, stderr: []string{"Usage: gpubot console", ":advance", "-data-dir", "-as", "-config", "-start"}},
+		"console --help":  {args: []string{"console", "--help"}, stderr: []string{"Usage: gpubot console", "-log-file", "-log-level"}},
+		"run --help":      {args: []string{"run", "--help"}, stderr: []string{"Usage: gpubot [run]", "Socket Mode", "SLACK_BOT_TOKEN", "SLACK_APP_TOKEN_FILE", "SLACK_API_URL", "-http-addr"}},
+		"version":         {args: []string{"version"}, stdout: []string{"gpubot "}},
+		"simulate":        {args: []string{"--help"}, stdout: []string{"simulate  replay a GPU-cluster trace"}},
+		"simulate --help": {args: []string{"simulate", "--help"}, stderr: []string{"Usage: gpubot simulate", "-nodes", "-progress"}},
+		"simulate bad":    {args: []string{"simulate", "--trace", "x.csv"}, code: 2, stderr: []string{"--nodes and --trace are both required"}},
+		"unknown":         {args: []string{"frobnicate"}, code: 2, stderr: []string{`unknown command "frobnicate"`, "Commands:"}},
+		"bad flag":        {args: []string{"console", "--nope"}, code: 2, stderr: []string{"flag provided but not defined: -nope"}},
+		"bad level":       {args: []string{"console", "--log-level", "loud"}, code: 2, stderr: []string{"--log-level"}},
+		"bad start":       {args: []string{"console", "--start", "tuesday"}, code: 2, stderr: []string{"--start"}},
+		"stray argument":  {args: []string{"console", "extra"}, code: 2, stderr: []string{`unexpected argument "extra"`}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
