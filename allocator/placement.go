@@ -247,6 +247,7 @@ type scratch struct {
 	dom        []int
 	u          []int // greedyFits: usage per queue
 	pos        []int // greedyFits: merge positions
+	visited    []int32
 	domHave    []int
 	domSeen    []bool
 	domTouched []int
