@@ -26,13 +26,14 @@ type EstimateOptions struct {
 	// template, see RuntimeModel), cleaned as Factors; they take
 	// precedence over the queue's.
 	Workloads map[string]Range
-	// Arrivals is the load of work yet to arrive, per priority: the GPUs
-	// new requests of that priority keep busy on average (GPU-hours asked
-	// per hour). While a workload waits, work of higher priority arriving
-	// goes before it: its Latest is stretched from Now by 1/(1−ρ), ρ the
-	// load of the higher priorities over the GPUs of the workload's
-	// flavors, at most MaxArrivalShare. Nil means none arrives.
-	Arrivals map[int32]float64
+	// Arrivals is the load of work yet to arrive (LearnArrivals). While
+	// a workload waits, arriving work that goes before it (of a higher
+	// priority; in FairSharing mode also of its priority from a queue
+	// whose share is lower than its queue's now) delays it: its Latest is
+	// stretched from Now by 1/(1−ρ), ρ the load of that work over the
+	// GPUs of the workload's flavors, at most MaxArrivalShare. Nil means
+	// none arrives.
+	Arrivals []ArrivalRate
 	// Horizon stops the simulation at Now+Horizon; 0 means DefaultHorizon.
 	Horizon time.Duration
 	// Step is the simulations' finest resolution: every simulated end is
@@ -43,14 +44,15 @@ type EstimateOptions struct {
 	Step time.Duration
 }
 
-// MaxArrivalShare caps the share of the GPUs that arriving work of higher
-// priority is taken to claim (EstimateOptions.Arrivals): Latest is
-// stretched by at most 1/(1−MaxArrivalShare), ten times.
-const MaxArrivalShare = 0.9
+// MaxArrivalShare caps the share of the GPUs that arriving work going
+// first is taken to claim (EstimateOptions.Arrivals): Latest is
+// stretched by at most 1/(1−MaxArrivalShare), about 6.7 times. (Chosen
+// on the simulator's traces, see BENCHMARKS.md.)
+const MaxArrivalShare = 0.85
 
-// DefaultStep is the estimates' default resolution: a minute, what a card
-// shows.
-const DefaultStep = time.Minute
+// DefaultStep is the estimates' default finest resolution: a second
+// (ends further ahead are rounded more coarsely, see roundEnd).
+const DefaultStep = time.Second
 
 // relResolution is the estimates' resolution relative to how far ahead
 // an end is: an end Δ after Now is rounded to 1/relResolution of Δ at
@@ -59,12 +61,13 @@ const relResolution = 32
 
 // roundEnd rounds an end t up onto the simulation's grid: with Δ = t −
 // now, up to a multiple of u, the largest of step × 1, 2, 5, 10, 15, 30,
-// 60, 120, 240, … (doubling from there) that is at most max(step,
-// Δ/relResolution). So ends within the next relResolution steps keep the
-// step's resolution, further ones are off by less than 1/relResolution of
-// how far ahead they are, and round figures stay round (with a one-minute
-// step, 3h30m stays 3h30m). Ends at or before now, and step 0, are left
-// alone.
+// 60, 120, 300, 600, 900, 1800, 3600, 7200, … (doubling from there) that
+// is at most max(step, Δ/relResolution). So ends within the next
+// relResolution steps keep the step's resolution, further ones are off by
+// less than 1/relResolution of how far ahead they are, and round figures
+// stay round (with a one-second step: seconds, then 5s, 10s, …, 5m, 10m,
+// 15m, 30m, 1h; 3h30m stays 3h30m). Ends at or before now, and step 0,
+// are left alone.
 func roundEnd(now, t time.Time, step time.Duration) time.Time {
 	d := t.Sub(now)
 	if step <= 0 || d <= 0 {
@@ -86,7 +89,7 @@ func roundEnd(now, t time.Time, step time.Duration) time.Time {
 
 // niceSteps are the multiples of the step that roundEnd uses before
 // doubling.
-var niceSteps = []time.Duration{2, 5, 10, 15, 30, 60}
+var niceSteps = []time.Duration{2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600}
 
 func step(opts EstimateOptions) time.Duration {
 	switch {
@@ -180,7 +183,7 @@ func EstimateFor(s *Snapshot, id string, opts EstimateOptions) Estimate {
 	return s.estimate(slot, low[0], high[0], s.now.Add(horizon(opts)), ahead, higher, s.diagnoseSlot(slot), opts.Arrivals)
 }
 
-func (s *Snapshot) estimate(slot int32, low, high simStart, end time.Time, ahead, higher int, r Reason, arrivals map[int32]float64) Estimate {
+func (s *Snapshot) estimate(slot int32, low, high simStart, end time.Time, ahead, higher int, r Reason, arrivals []ArrivalRate) Estimate {
 	e := Estimate{ID: s.ws[slot].w.ID, Position: 1 + ahead, Ahead: ahead, AheadHigherPriority: higher, Reason: r}
 	if higher > 0 {
 		e.Reason = ReasonPriority
@@ -206,17 +209,27 @@ func (s *Snapshot) estimate(slot int32, low, high simStart, end time.Time, ahead
 	return e
 }
 
-// arrivalStretch is the factor by which work of higher priority than
-// slot's, arriving at the rates of arrivals, stretches its wait.
-func (s *Snapshot) arrivalStretch(slot int32, arrivals map[int32]float64) float64 {
+// arrivalStretch is the factor by which arriving work that goes before
+// slot's workload stretches its wait.
+func (s *Snapshot) arrivalStretch(slot int32, arrivals []ArrivalRate) float64 {
 	if len(arrivals) == 0 || s.ix.fcfs {
 		return 1
 	}
 	x := &s.ws[slot]
+	mine := s.share(int(x.q))
 	load := 0.0
-	for p, l := range arrivals {
-		if p > x.w.Priority && l > 0 && !math.IsInf(l, 0) {
-			load += l
+	for _, a := range arrivals {
+		if !(a.GPUs > 0) || math.IsInf(a.GPUs, 0) {
+			continue
+		}
+		before := a.Priority > x.w.Priority
+		if !before && s.ix.fair && a.Priority == x.w.Priority {
+			if q, ok := s.ix.queueIdx[a.Queue]; ok && q != int(x.q) && s.share(q) < mine {
+				before = true
+			}
+		}
+		if before {
+			load += a.GPUs
 		}
 	}
 	if load <= 0 {

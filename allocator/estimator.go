@@ -117,15 +117,11 @@ func (e *Estimator) fingerprint(s *Snapshot, opts EstimateOptions) uint64 {
 	u64(uint64(opts.Step))
 	hashRanges(opts.Factors, u64, str, f64)
 	hashRanges(opts.Workloads, u64, str, f64)
-	prios := make([]int32, 0, len(opts.Arrivals))
-	for p := range opts.Arrivals {
-		prios = append(prios, p)
-	}
-	slices.Sort(prios)
-	u64(uint64(len(prios)))
-	for _, p := range prios {
-		u64(uint64(p))
-		f64(opts.Arrivals[p])
+	u64(uint64(len(opts.Arrivals)))
+	for _, a := range opts.Arrivals {
+		str(a.Queue)
+		u64(uint64(a.Priority))
+		f64(a.GPUs)
 	}
 	return h.Sum64()
 }

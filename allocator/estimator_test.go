@@ -2,6 +2,7 @@ package allocator
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -19,7 +20,7 @@ func TestPropertyEstimator(t *testing.T) {
 			r := rand.New(rand.NewPCG(seed, 12))
 			s, _ := randomState(t, r)
 			opts := EstimateOptions{Horizon: 72 * time.Hour, Factors: map[string]Range{"q0": {Low: 0.2, High: 1.5}},
-				Arrivals: map[int32]float64{2: float64(r.IntN(8))}}
+				Arrivals: []ArrivalRate{{Queue: "q1", Priority: 2, GPUs: float64(r.IntN(8))}, {Queue: "q0", Priority: 1, GPUs: float64(r.IntN(8))}}}
 			est := NewEstimator()
 			n := 0
 			for step := range 12 {
@@ -126,7 +127,7 @@ func TestEstimatorNoticesChanges(t *testing.T) {
 			return base, EstimateOptions{Workloads: map[string]Range{"run": {1, 1}}}
 		},
 		"arrivals": func() (*Snapshot, EstimateOptions) {
-			return base, EstimateOptions{Arrivals: map[int32]float64{1: 2}}
+			return base, EstimateOptions{Arrivals: []ArrivalRate{{Queue: "a", Priority: 1, GPUs: 2}}}
 		},
 		"step": func() (*Snapshot, EstimateOptions) { return base, EstimateOptions{Step: -1} },
 	}
@@ -196,17 +197,18 @@ func TestArrivalsStretchLatest(t *testing.T) {
 		t.Fatalf("without arrivals: %+v", e)
 	}
 	for name, tc := range map[string]struct {
-		arrivals map[int32]float64
+		arrivals []ArrivalRate
 		latest   time.Duration
 	}{
-		"higher":         {map[int32]float64{2: 4}, 4 * time.Hour},
-		"higher, capped": {map[int32]float64{2: 100}, 20 * time.Hour},
-		"same and lower": {map[int32]float64{1: 4, 0: 4}, 2 * time.Hour},
+		"higher":         {[]ArrivalRate{{Queue: "a", Priority: 2, GPUs: 4}}, 4 * time.Hour},
+		"higher, capped": {[]ArrivalRate{{Queue: "a", Priority: 2, GPUs: 100}}, time.Duration(float64(2*time.Hour) * (1 / (1 - MaxArrivalShare)))},
+		"same and lower": {[]ArrivalRate{{Queue: "a", Priority: 1, GPUs: 4}, {Queue: "a", Priority: 0, GPUs: 4}}, 2 * time.Hour},
+		"not a number":   {[]ArrivalRate{{Queue: "a", Priority: 2, GPUs: math.NaN()}}, 2 * time.Hour},
 	} {
 		o := base
 		o.Arrivals = tc.arrivals
 		got := EstimateFor(s, "p", o)
-		if got.Earliest != e.Earliest || got.Latest != t0.Add(tc.latest) {
+		if got.Earliest != e.Earliest || absDuration(got.Latest.Sub(t0.Add(tc.latest))) > time.Millisecond {
 			t.Errorf("%s: %v … %v; want %v … +%v", name, got.Earliest, got.Latest, e.Earliest, tc.latest)
 		}
 		if all := Estimates(s, o)["p"]; !cmp.Equal(all, got) {
@@ -231,5 +233,33 @@ func TestWorkloadRanges(t *testing.T) {
 		Workloads: map[string]Range{"run": {Low: 0.25, High: 0.5}}})
 	if e.Earliest != t0.Add(time.Hour) || e.Latest != t0.Add(2*time.Hour) {
 		t.Errorf("%v … %v; want +1h … +2h from run's own range", e.Earliest, e.Latest)
+	}
+}
+
+// TestArrivalsFairSharing: in FairSharing mode, arrivals of the same
+// priority from a queue with a lower share go first; from one with a
+// higher share, or from the workload's own queue, they do not.
+func TestArrivalsFairSharing(t *testing.T) {
+	c := MakeCluster().Fair(24*time.Hour, 0).Flavor("h100", 8).Node("n1", "h100", 8, "", "").
+		Queue(MakeQueue("a").Cohort("c").Quota("h100", 4)).Queue(MakeQueue("b").Cohort("c").Quota("h100", 4)).
+		Queue(MakeQueue("z").Cohort("c").Quota("h100", 0)).Obj()
+	ws := []Workload{
+		MakeWorkload("run").Queue("a").GPUs(8).Duration(2*time.Hour).Admitted("h100", 0, "n1").Obj(),
+		MakeWorkload("p").Queue("a").GPUs(8).Duration(time.Hour).Obj(),
+	}
+	s, err := NewSnapshot(c, t0, ws, map[string]float64{"a": 10, "b": 1, "z": 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := EstimateOptions{Factors: map[string]Range{"a": {Low: 1, High: 1}}}
+	for name, tc := range map[string]struct {
+		queue  string
+		latest time.Duration
+	}{"lower share": {"b", 4 * time.Hour}, "higher share": {"z", 2 * time.Hour}, "own queue": {"a", 2 * time.Hour}} {
+		o := base
+		o.Arrivals = []ArrivalRate{{Queue: tc.queue, Priority: 0, GPUs: 4}}
+		if got := EstimateFor(s, "p", o); got.Latest != t0.Add(tc.latest) {
+			t.Errorf("%s: latest %v; want +%v", name, got.Latest, tc.latest)
+		}
 	}
 }

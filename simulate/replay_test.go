@@ -91,7 +91,9 @@ func TestReplayWaitsByHand(t *testing.T) {
 	// of their 1h: j2's estimate at 0 is 30m–1h, j3's at 30m is 30m–1h
 	// (j1 could end at once). Both start at 1h: inside, 15m from the
 	// middle.
-	wantCal := Calibration{Stride: 1, Estimated: 2, Known: 2, Started: 2, Inside: 2, InsideShare: 1, MedianAbsErr: 900, P90AbsErr: 900}
+	// Widths 30m, both inside: the interval score is the width.
+	wantCal := Calibration{Stride: 1, Estimated: 2, Known: 2, Started: 2, Inside: 2, InsideShare: 1, MedianAbsErr: 900, P90AbsErr: 900,
+		MedianWidth: 1800, IntervalScore: 1800}
 	if diff := cmp.Diff(wantCal, r.Calibration); diff != "" {
 		t.Errorf("calibration (-want +got):\n%s", diff)
 	}
