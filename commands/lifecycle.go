@@ -4,9 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"math"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/gpubot/gpubot/allocator"
@@ -320,31 +318,60 @@ func toRecord(now time.Time, e allocator.Estimate) *records.Estimate {
 	return &records.Estimate{At: now, Earliest: e.Earliest, Latest: e.Latest, Known: e.Known, Position: e.Position, Reason: string(e.Reason)}
 }
 
-// estimateOptions learns per-team runtime factors: how long finished
-// requests actually ran against what they asked for. With fewer than
-// five samples a team gets the allocator's default range.
+// estimateOptions learns what estimates need from the service's own
+// records (allocator.LearnRuntimes, LearnArrivals): runtime ranges from
+// the requests that finished without preemption (actual against
+// requested, per team and template, with priors for teams and templates
+// with little history), given to every queued and running request (a
+// running one among the runs at least as long as it has run so far) and,
+// per team, to workloads without a request (seeded); and the load of the
+// last day's requests per team and priority.
 func (s *Service) estimateOptions(c *call) allocator.EstimateOptions {
-	opts := allocator.EstimateOptions{Horizon: s.horizon, Factors: map[string]allocator.Range{}}
-	done, err := s.deps.Requests.ListRequests(c.ctx, func(r records.Request) bool {
-		return r.State == records.StateFinished && !r.AdmittedAt.IsZero() && r.Duration > 0 && r.Preemptions == 0
+	opts := allocator.EstimateOptions{Horizon: s.horizon}
+	all, err := s.deps.Requests.ListRequests(c.ctx, func(r records.Request) bool {
+		return r.State == records.StateFinished || r.State == records.StateQueued || r.State == records.StateRunning ||
+			!r.SubmittedAt.Before(c.now.Add(-arrivalWindow))
 	})
 	if err != nil {
+		s.log.Warn("estimates without learned runtimes: reading the requests failed", "err", err)
 		return opts
 	}
-	ratios := map[string][]float64{}
-	for _, r := range done {
-		ratios[r.Team] = append(ratios[r.Team], math.Min(1, r.EndedAt.Sub(r.AdmittedAt).Hours()/r.Duration.Hours()))
-	}
-	for team, rs := range ratios {
-		if len(rs) < 5 {
-			continue
+	var samples []allocator.RuntimeSample
+	for _, r := range all {
+		if r.State == records.StateFinished && !r.AdmittedAt.IsZero() && r.EndedAt.After(r.AdmittedAt) && r.Duration > 0 && r.Preemptions == 0 {
+			samples = append(samples, allocator.RuntimeSample{Team: r.Team, Template: r.Template, Requested: r.Duration, Actual: r.EndedAt.Sub(r.AdmittedAt)})
 		}
-		sort.Float64s(rs)
-		low := rs[len(rs)/10]
-		opts.Factors[team] = allocator.Range{Low: math.Max(0.05, low), High: 1}
 	}
+	if len(samples) == 0 {
+		return opts
+	}
+	m := allocator.LearnRuntimes(samples, allocator.LearnOptions{})
+	opts.Factors = map[string]allocator.Range{}
+	for _, t := range s.set.Teams {
+		opts.Factors[t.Name] = m.Range(t.Name, "")
+	}
+	opts.Workloads = map[string]allocator.Range{}
+	var arrivals []allocator.ArrivalSample
+	for _, r := range all {
+		switch {
+		case r.Duration <= 0:
+		case r.State == records.StateQueued:
+			opts.Workloads[r.ID] = m.Range(r.Team, r.Template)
+		case r.State == records.StateRunning && !r.AdmittedAt.IsZero():
+			opts.Workloads[r.ID] = m.RangeAfter(r.Team, r.Template, c.now.Sub(r.AdmittedAt).Hours()/r.Duration.Hours())
+		}
+		if !r.SubmittedAt.IsZero() {
+			arrivals = append(arrivals, allocator.ArrivalSample{At: r.SubmittedAt, Queue: r.Team, Priority: s.prio[r.Priority],
+				GPUHours: float64(r.GPUs) * r.Duration.Hours() * m.Median(r.Team, r.Template)})
+		}
+	}
+	opts.Arrivals = allocator.LearnArrivals(arrivals, c.now, arrivalWindow)
 	return opts
 }
+
+// arrivalWindow is how far back estimates look for the rate of new
+// requests.
+const arrivalWindow = 24 * time.Hour
 
 // NextWakeup is the next time after now at which the service has
 // time-driven work (an end-of-time reminder), or the zero time.
