@@ -288,6 +288,7 @@ type simStart struct {
 // target's first admission time.
 func (s *Snapshot) simulate(opts EstimateOptions, high bool, targets []int32) []simStart {
 	c := s.Clone()
+	c.lean = true
 	factor := make([]float64, len(s.ix.queues))
 	for q, qi := range s.ix.queues {
 		r, ok := opts.Factors[qi.name]

@@ -105,7 +105,9 @@ func (s *Snapshot) getTargets(slot int32, i int) []int32 {
 	if !s.fitsWithout(q, &x.w, x.w.Topology, c, reclaim) {
 		return nil
 	}
-	var own []int32
+	sc := s.scratchBuf()
+	own := sc.own[:0]
+	defer func() { sc.own = own[:0] }()
 	if qi.within != polNever {
 		for _, v := range s.adm[q][f].slots {
 			w := &s.ws[v].w

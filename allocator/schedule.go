@@ -280,7 +280,11 @@ func (s *Snapshot) fitClass(cands []cand, gpus, q int, topo Level, id string) (c
 }
 
 func (s *Snapshot) newAdmission(f int, nodes []int32) *Admission {
-	a := &Admission{Flavor: s.ix.flavors[f].name, At: s.now, Nodes: make([]string, len(nodes))}
+	a := &Admission{Flavor: s.ix.flavors[f].name, At: s.now}
+	if s.lean {
+		return a
+	}
+	a.Nodes = make([]string, len(nodes))
 	for i, n := range nodes {
 		a.Nodes[i] = s.ix.nodes[n].name
 	}
