@@ -17,7 +17,7 @@ var verbHelp = map[Verb]struct {
 	VerbStatus:   {"Your open requests and those that ended in the last day; with an id, that request's card with its buttons.", "everyone", []string{"/gpu status", "/gpu status r12"}},
 	VerbQueue:    {"Pending work in admission order, with each request's start estimate and what it waits for, and whether the queue is capacity-, quota-, fragmentation- or priority-bound.", "everyone", []string{"/gpu queue", "/gpu queue nlp", "/gpu queue h100"}},
 	VerbCapacity: {"Per flavor: GPUs in all, used, free, the largest request that fits now (anywhere, in one host, rack, block), and how many free GPUs are fragmented.", "everyone", []string{"/gpu capacity"}},
-	VerbUsage:    {"GPU-hours by team (and by person for one team), fair-share standing, borrowing, and how accurate start estimates were. Default: the last 7 days.", "everyone", []string{"/gpu usage", "/gpu usage nlp 30d"}},
+	VerbUsage:    {"GPU-hours by team (and by person for one team), fair-share standing, borrowing, and how good start estimates were (share of starts inside the range, width, error, interval score). Default: the last 7 days.", "everyone", []string{"/gpu usage", "/gpu usage nlp 30d"}},
 	VerbWhatIf:   {"Estimate a request without submitting it. Admins can also ask how waits change with more or fewer GPUs of a flavor.", "everyone; capacity what-ifs: admins", []string{"/gpu whatif 32xh100 for 1d", "/gpu whatif +16xh100", "/gpu whatif -8xa100"}},
 	VerbCancel:   {"Withdraw a request that has not started (a running one is released).", "the requester, the team's leads, admins", []string{"/gpu cancel r12"}},
 	VerbRelease:  {"Stop a running request now and free its GPUs.", "the requester, the team's leads, admins", []string{"/gpu release r12"}},
