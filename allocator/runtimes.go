@@ -54,6 +54,16 @@ type RuntimeModel struct {
 	tmpl  map[string][]float64
 	cell  map[[2]string][]float64
 	count int
+	cache map[[2]string]*cellCache
+}
+
+// cellCache keeps what was worked out for one team and template: the
+// mixture's distribution function, and RangeAfter's answers by the share
+// of runs shorter than the elapsed fraction (all it depends on, besides
+// that fraction as a floor).
+type cellCache struct {
+	cdf   func(float64) float64
+	after map[float64]Range
 }
 
 // LearnRuntimes learns the runtime ranges of samples. Samples with a
@@ -73,7 +83,8 @@ func LearnRuntimes(samples []RuntimeSample, opts LearnOptions) *RuntimeModel {
 	if opts.Prior > 0 && !math.IsInf(opts.Prior, 0) {
 		d.Prior = opts.Prior
 	}
-	m := &RuntimeModel{opts: d, team: map[string][]float64{}, tmpl: map[string][]float64{}, cell: map[[2]string][]float64{}}
+	m := &RuntimeModel{opts: d, team: map[string][]float64{}, tmpl: map[string][]float64{}, cell: map[[2]string][]float64{},
+		cache: map[[2]string]*cellCache{}}
 	for _, sm := range samples {
 		if sm.Requested <= 0 || sm.Actual < 0 {
 			continue
@@ -107,8 +118,8 @@ func (m *RuntimeModel) Range(team, template string) Range {
 	if m == nil || m.count == 0 {
 		return DefaultRange
 	}
-	cdf := m.cdf(team, template)
-	return Range{Low: quantile(cdf, m.opts.Low), High: m.quantile(cdf, m.opts.High)}
+	cdf := m.cellOf(team, template).cdf
+	return Range{Low: m.quantile(cdf, m.opts.Low), High: m.quantile(cdf, m.opts.High)}
 }
 
 // RangeAfter is Range for a run that has already run for the fraction
@@ -133,16 +144,32 @@ func (m *RuntimeModel) RangeAfter(team, template string, elapsed float64) Range 
 		}
 		return rest(Range{Low: 0, High: 1})
 	}
-	cdf := m.cdf(team, template)
-	f0 := cdf(elapsed)
+	c := m.cellOf(team, template)
+	f0 := c.cdf(elapsed)
 	if f0 >= 1-1e-9 {
 		return rest(Range{Low: 0, High: 1})
 	}
-	return Range{
-		Low:  max(elapsed, quantile(cdf, f0+m.opts.Low*(1-f0))),
-		High: max(elapsed, m.quantile(cdf, f0+m.opts.High*(1-f0))),
+	r, ok := c.after[f0]
+	if !ok {
+		r = Range{Low: m.quantile(c.cdf, f0+m.opts.Low*(1-f0)), High: m.quantile(c.cdf, f0+m.opts.High*(1-f0))}
+		c.after[f0] = r
 	}
+	return Range{Low: max(elapsed, r.Low), High: max(elapsed, r.High)}
 }
+
+// cellOf returns the cache of team and template.
+func (m *RuntimeModel) cellOf(team, template string) *cellCache {
+	k := [2]string{team, template}
+	c := m.cache[k]
+	if c == nil {
+		c = &cellCache{cdf: m.cdf(team, template), after: map[float64]Range{}}
+		m.cache[k] = c
+	}
+	return c
+}
+
+// The model caches what it works out per team and template: it is not
+// safe for concurrent use.
 
 // Median is the median of actual/requested for team and template (1
 // with no samples: runs take what they ask for).
@@ -150,7 +177,7 @@ func (m *RuntimeModel) Median(team, template string) float64 {
 	if m == nil || m.count == 0 {
 		return 1
 	}
-	return quantile(m.cdf(team, template), 0.5)
+	return m.quantile(m.cellOf(team, template).cdf, 0.5)
 }
 
 // cdf returns the distribution function of the mixture for the cell.
@@ -178,31 +205,23 @@ func empirical(sorted []float64) func(float64) float64 {
 	}
 }
 
-// quantile is quantile, but 1 (the requested duration, the time limit)
-// for q = 1.
+// quantile is the smallest ratio learned from (every level's samples
+// are among all of them) where cdf reaches q, and 1 (the requested
+// duration, the time limit) for q ≥ 1 or where none does.
 func (m *RuntimeModel) quantile(cdf func(float64) float64, q float64) float64 {
 	if q >= 1 {
 		return 1
 	}
-	return quantile(cdf, q)
-}
-
-// quantile is the smallest ratio in [0, 1] where cdf reaches q, to
-// 1e-6.
-func quantile(cdf func(float64) float64, q float64) float64 {
-	lo, hi := 0.0, 1.0
-	if cdf(lo) >= q {
-		return lo
-	}
-	for hi-lo > 1e-6 {
-		mid := (lo + hi) / 2
-		if cdf(mid) >= q {
-			hi = mid
-		} else {
-			lo = mid
+	i, _ := slices.BinarySearchFunc(m.all, q, func(v, q float64) int {
+		if cdf(v) >= q {
+			return 1
 		}
+		return -1
+	})
+	if i == len(m.all) {
+		return 1
 	}
-	return hi
+	return m.all[i]
 }
 
 // ArrivalSample is one request that arrived: when, its queue and

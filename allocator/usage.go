@@ -145,7 +145,11 @@ func (s *Snapshot) run(until time.Time, strict bool, endOf func(slot int32) (tim
 
 // endings returns the heap of the admitted workloads' ends.
 func (s *Snapshot) endings(endOf func(slot int32) (time.Time, bool)) endHeap {
-	h := endHeap{}
+	admitted := len(s.byID)
+	for _, n := range s.nPending {
+		admitted -= n
+	}
+	h := make(endHeap, 0, max(0, admitted))
 	for slot := range s.ws {
 		x := &s.ws[slot]
 		if !x.live || x.fl < 0 {

@@ -179,6 +179,7 @@ type engine struct {
 	pendPos  []int                     // position in pending, -1 if not there
 	runtimes []allocator.RuntimeSample // finished without preemption
 	arrived  []int                     // job indexes in arrival order
+	finished int                       // jobs finished
 	check    func(string, *allocator.Snapshot, int, int, int) error
 	byPrio   bool // the policy orders by priority
 }
@@ -343,6 +344,7 @@ func (e *engine) handle(evs []allocator.Event) {
 			e.running--
 		case allocator.EventFinished:
 			s.finished, s.end = true, ev.At
+			e.finished++
 			e.used -= j.gpus
 			e.running--
 			if s.preemptions == 0 && j.requested > 0 {
@@ -389,7 +391,7 @@ func (e *engine) estimateOptions() allocator.EstimateOptions {
 		return l
 	}
 	now := e.snap.Now()
-	opts := allocator.EstimateOptions{Horizon: allocator.DefaultHorizon, Workloads: map[string]allocator.Range{}}
+	opts := allocator.EstimateOptions{Horizon: allocator.DefaultHorizon, Workloads: make(map[string]allocator.Range, len(e.arrived)-e.finished)}
 	for _, i := range e.arrived {
 		s := &e.st[i]
 		j := e.p.jobs[i]
