@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gpubot/gpubot/records"
 )
@@ -32,6 +33,11 @@ func (s *Service) act(c *call, a Action) {
 	case VerbApprove:
 		s.approve(c, r)
 	case VerbDeny:
+		if n := utf8.RuneCountInString(a.Arg); n > MaxReason {
+			s.audit(c, c.who.Name, verb, r.ID, "invalid", fmt.Sprintf("reason of %d characters", n))
+			c.private(plain(fmt.Sprintf("The reason is %d characters long; keep it to %d. Nothing was changed.", n, MaxReason)))
+			return
+		}
 		s.deny(c, r, a.Arg)
 	case VerbCancel, VerbRelease:
 		s.stop(c, r, a.Name)
@@ -154,6 +160,9 @@ func (s *Service) stop(c *call, r records.Request, verb Verb) {
 		return
 	}
 	s.audit(c, c.who.Name, string(verb), r.ID, "ok", r.EndReason)
+	if inCluster {
+		s.zombieReleased(c, r)
+	}
 	c.emit(thread(r.ID, plain(msg)), s.updateCard(c, r))
 	c.private(plain(fmt.Sprintf("%s: %s%s", r.ID, lowerFirst(msg), note)))
 }
@@ -204,7 +213,17 @@ func (s *Service) preempt(c *call, r records.Request) {
 	if !ok {
 		w = s.workload(r)
 	}
+	if word, never := s.neverStarts(c, r.ID); never {
+		s.audit(c, c.who.Name, "preempt", r.ID, "refused", "Kueue cannot admit it as it is: "+word.Why)
+		c.private(plain(fmt.Sprintf("Preempting would not help %s: Kueue cannot admit it as it is (%s). Nothing was changed.", r.ID, strings.TrimRight(word.Why, "."))))
+		return
+	}
 	victims, _, ok := snap.ProposeVictims(w)
+	if ok && len(victims) == 0 {
+		s.audit(c, c.who.Name, "preempt", r.ID, "refused", "fits without preemption")
+		c.private(plain(fmt.Sprintf("%s fits now without preempting anything; it starts at the next admission cycle. Nothing was changed.", r.ID)))
+		return
+	}
 	if !ok {
 		reason := snap.Diagnose(r.ID)
 		s.audit(c, c.who.Name, "preempt", r.ID, "refused", "no victims; waits for "+string(reason))
@@ -219,7 +238,9 @@ func (s *Service) preempt(c *call, r records.Request) {
 	}
 	s.audit(c, c.who.Name, "preempt", r.ID, "ok", "victims: "+strings.Join(victims, ", "))
 	c.emit(thread(r.ID, plain(fmt.Sprintf("%s preempted %s to start this now.", c.who.Name, strings.Join(victims, ", ")))))
+	c.manualVictims = victims
 	s.observe(c, events, "")
+	c.manualVictims = nil
 	c.private(plain(fmt.Sprintf("Preempted %s; %s is starting.", strings.Join(victims, ", "), r.ID)))
 }
 

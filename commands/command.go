@@ -20,6 +20,9 @@ const (
 	VerbApprove  Verb = "approve"
 	VerbDeny     Verb = "deny"
 	VerbPreempt  Verb = "preempt"
+	VerbKeep     Verb = "keep"
+	VerbDigest   Verb = "digest"
+	VerbReport   Verb = "report"
 	VerbHelp     Verb = "help"
 )
 
@@ -27,7 +30,7 @@ const (
 var Verbs = []Verb{
 	VerbRequest, VerbStatus, VerbQueue, VerbCapacity, VerbUsage, VerbWhatIf,
 	VerbCancel, VerbRelease, VerbExtend, VerbApprove, VerbDeny, VerbPreempt,
-	VerbTrack, VerbHelp,
+	VerbKeep, VerbTrack, VerbDigest, VerbReport, VerbHelp,
 }
 
 // Command is one parsed /gpu command. Which fields are set depends on Verb:
@@ -37,10 +40,13 @@ var Verbs = []Verb{
 //	status [id]                 ID (optional)
 //	cancel, release, approve,
 //	preempt <id>                ID
+//	keep <id>                   ID (a request's, or a zombie check's: z3)
 //	extend <id> <duration>      ID, Duration
 //	deny <id> [reason]          ID, Reason (optional)
 //	queue [team|flavor]         Team or Flavor (at most one)
 //	usage [team] [N d]          Team (optional), Days (0 = default)
+//	digest [team]               Team (optional: "" is the cluster-wide digest)
+//	report                      nothing
 //	track <namespace>/<job>     Namespace, Job
 //	help [verb]                 Topic (optional)
 type Command struct {

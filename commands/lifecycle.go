@@ -5,11 +5,16 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gpubot/gpubot/allocator"
 	"github.com/gpubot/gpubot/records"
 )
+
+// EndTimeUp is the EndReason of a request that ran until its requested
+// time was up (as opposed to being released, or its Job ending on its own).
+const EndTimeUp = "reached its requested time"
 
 // refreshEvery is how often queued requests' estimates are recomputed when
 // nothing happens in the cluster.
@@ -55,12 +60,14 @@ func (s *Service) observe(c *call, events []allocator.Event, skip string) {
 				continue
 			}
 			r.State = records.StateRunning
+			r.Waits = append(r.Waits, records.Wait{From: r.WaitingSince(), To: ev.At})
 			r.AdmittedAt = ev.At
 			if ev.Admission != nil {
 				r.AdmittedFlavor = ev.Admission.Flavor
 				r.Nodes = slices.Clone(ev.Admission.Nodes)
 			}
 			r.EndWarned = false
+			r.PodsReadyAt, r.PodsNotReadySince, r.PodsDetail = time.Time{}, time.Time{}, ""
 			queued := r.QueuedAt
 			if queued.IsZero() {
 				queued = r.SubmittedAt
@@ -104,7 +111,7 @@ func (s *Service) observe(c *call, events []allocator.Event, skip string) {
 			s.recordUsage(&c2, r)
 			r.State = records.StateFinished
 			r.EndedAt = ev.At
-			r.EndReason = cmp.Or(ev.Detail, "reached its requested time")
+			r.EndReason = cmp.Or(ev.Detail, EndTimeUp)
 			msg = fmt.Sprintf("Finished: ran %s and %s; %.0f GPU-hours used.", fmtDuration(ev.At.Sub(r.AdmittedAt)), r.EndReason, float64(r.GPUs)*ev.At.Sub(r.AdmittedAt).Hours())
 		default:
 			continue
@@ -113,21 +120,38 @@ func (s *Service) observe(c *call, events []allocator.Event, skip string) {
 			s.log.Error("saving request after cluster event", "request", r.ID, "event", ev.Kind, "err", err)
 			continue
 		}
-		s.audit(c, "gpubot", string(ev.Kind), r.ID, "ok", msg)
-		if r.ID == skip {
-			continue
+		actor := "gpubot"
+		if ev.Kind == allocator.EventPreempted && slices.Contains(c.manualVictims, r.ID) {
+			actor = c.who.Name // an admin's /gpu preempt, not Kueue's policy
 		}
-		c.emit(thread(r.ID, plain(msg)), s.updateCard(c, r))
+		s.audit(c, actor, string(ev.Kind), r.ID, "ok", msg)
+		if r.ID != skip {
+			c.emit(thread(r.ID, plain(msg)), s.updateCard(c, r))
+		}
+		if ev.Kind == allocator.EventPreempted || ev.Kind == allocator.EventFinished {
+			s.zombieEnded(c, r, ev.Kind == allocator.EventPreempted, ev.Detail)
+		}
 	}
 }
 
 // observePods reports on a running request's pods: all running (in the
 // thread), or not (in the thread and to the requester, who has GPUs
-// reserved that do no work). The cluster reports each change once; the
-// request's record does not change.
+// reserved that do no work). The cluster reports each change once. The
+// request's record keeps what was last said, for the zombie sweep.
 func (s *Service) observePods(c *call, r records.Request, ev allocator.Event, skip string) {
 	if r.State != records.StateRunning || ev.At.Before(r.AdmittedAt) {
 		return // about an earlier admission, or one the service missed
+	}
+	if ev.Kind == allocator.EventPodsReady {
+		r.PodsReadyAt, r.PodsNotReadySince, r.PodsDetail = ev.At, time.Time{}, ""
+	} else {
+		r.PodsNotReadySince, r.PodsDetail = ev.At, ev.Detail
+		if r.PodsReadyAt.IsZero() {
+			r.PodsNotReadySince = r.AdmittedAt // never ready since the admission
+		}
+	}
+	if err := s.deps.Requests.PutRequest(c.ctx, r); err != nil {
+		s.log.Error("saving the pods' readiness", "request", r.ID, "err", err)
 	}
 	var msg string
 	if ev.Kind == allocator.EventPodsReady {
@@ -204,10 +228,63 @@ func (s *Service) sweep(c *call, changed bool) {
 		c.emit(Output{To: Destination{Kind: ToThread, Request: r.ID}, Reply: plain(text, buttons)},
 			s.dm(r.Requester, plain("Your request "+text, buttons)))
 	}
+	if s.refreshKueue(c) {
+		changed = true
+	}
 	if changed || c.now.Sub(s.lastSync) >= refreshEvery {
 		s.refreshEstimates(c)
 		s.lastSync = c.now
 	}
+}
+
+// refreshKueue shows what Kueue now says about queued requests: a request
+// Kueue cannot admit as it is (or no longer says so) gets a thread post
+// and its requester a direct message; any other change of Kueue's word
+// updates the card. It reports whether a request became (un)startable.
+func (s *Service) refreshKueue(c *call) bool {
+	if s.kueue == nil {
+		return false
+	}
+	queued, err := s.deps.Requests.ListRequests(c.ctx, func(r records.Request) bool { return r.State == records.StateQueued })
+	if err != nil || len(queued) == 0 {
+		return false
+	}
+	moved := false
+	for _, r := range queued {
+		word, said := s.kueueWord(c, r.ID)
+		key := kueueKey(word, said)
+		if key == r.KueueSaid || (!said && r.KueueSaid != "" && !strings.HasPrefix(r.KueueSaid, "never: ")) {
+			// Unchanged, or Kueue is deciding again: keep what was shown.
+			continue
+		}
+		wasNever := strings.HasPrefix(r.KueueSaid, "never: ")
+		r.KueueSaid = key
+		if err := s.deps.Requests.PutRequest(c.ctx, r); err != nil {
+			s.log.Error("saving request", "request", r.ID, "err", err)
+			continue
+		}
+		switch {
+		case said && word.Never && !wasNever:
+			moved = true
+			msg := fmt.Sprintf("%s Kueue's message: %s", willNotStart(word), word.Raw())
+			s.audit(c, "gpubot", "kueue", r.ID, "ok", "will not start as it is: "+word.Why)
+			c.emit(thread(r.ID, plain(msg)), s.dm(r.Requester, plain(fmt.Sprintf("Your request %s will not start as it is: %s. Change it, or /gpu cancel %s.", r.ID, strings.TrimRight(word.Why, "."), r.ID))))
+		case wasNever && !(said && word.Never):
+			moved = true
+			msg := "Kueue no longer says it cannot start"
+			if said {
+				msg += ": " + strings.TrimRight(word.Plain, ".")
+			}
+			s.audit(c, "gpubot", "kueue", r.ID, "ok", msg)
+			c.emit(thread(r.ID, plain(msg+". A new estimate follows.")))
+			r.Estimate = nil
+			if err := s.deps.Requests.PutRequest(c.ctx, r); err != nil {
+				s.log.Error("saving request", "request", r.ID, "err", err)
+			}
+		}
+		c.emit(s.updateCard(c, r))
+	}
+	return moved
 }
 
 // reconcile brings requests and the cluster into agreement: a queued
@@ -247,6 +324,7 @@ func (s *Service) reconcile(c *call, snap *allocator.Snapshot, active []records.
 			}
 			s.audit(c, "gpubot", "lost", r.ID, "ok", r.EndReason)
 			c.emit(thread(r.ID, plain("Its workload disappeared from the cluster without finishing; marked lost. Request again if you still need the GPUs.")), s.updateCard(c, r))
+			s.zombieEnded(c, r, false, r.EndReason)
 			changed = true
 		}
 	}
@@ -270,6 +348,9 @@ func (s *Service) refreshEstimates(c *call) {
 		e, ok := ests[r.ID]
 		if !ok {
 			continue
+		}
+		if _, never := s.neverStarts(c, r.ID); never {
+			continue // Kueue cannot admit it as it is: no estimate
 		}
 		next := toRecord(c.now, e)
 		if !material(r.Estimate, next, c.now) {
@@ -318,27 +399,47 @@ func toRecord(now time.Time, e allocator.Estimate) *records.Estimate {
 	return &records.Estimate{At: now, Earliest: e.Earliest, Latest: e.Latest, Known: e.Known, Position: e.Position, Reason: string(e.Reason)}
 }
 
-// estimateOptions learns what estimates need from the service's own
-// records (allocator.LearnRuntimes, LearnArrivals): runtime ranges from
-// the requests that finished without preemption (actual against
-// requested, per team and template, with priors for teams and templates
-// with little history), given to every queued and running request (a
-// running one among the runs at least as long as it has run so far) and,
-// per team, to workloads without a request (seeded); and the load of the
-// last day's requests per team and priority.
+// estimateOptions are the estimate options at c.now, learned from the
+// service's own records (EstimateOptions).
 func (s *Service) estimateOptions(c *call) allocator.EstimateOptions {
-	opts := allocator.EstimateOptions{Horizon: s.horizon}
-	all, err := s.deps.Requests.ListRequests(c.ctx, func(r records.Request) bool {
-		return r.State == records.StateFinished || r.State == records.StateQueued || r.State == records.StateRunning ||
-			!r.SubmittedAt.Before(c.now.Add(-arrivalWindow))
-	})
+	all, err := s.deps.Requests.ListRequests(c.ctx, func(r records.Request) bool { return EstimateInput(r, c.now) })
 	if err != nil {
 		s.log.Warn("estimates without learned runtimes: reading the requests failed", "err", err)
-		return opts
+		return allocator.EstimateOptions{Horizon: s.horizon}
 	}
+	return EstimateOptions(all, c.now, s.horizon, s.prio)
+}
+
+// Learnable reports whether r teaches how long requests really run: it
+// finished, was never preempted, and asked for a duration.
+func Learnable(r records.Request) bool {
+	return r.State == records.StateFinished && !r.AdmittedAt.IsZero() && r.EndedAt.After(r.AdmittedAt) && r.Duration > 0 && r.Preemptions == 0
+}
+
+// EstimateInput reports whether EstimateOptions at now uses r: it is
+// Learnable, queued or running, or was submitted within the last day.
+func EstimateInput(r records.Request, now time.Time) bool {
+	return Learnable(r) || r.State == records.StateQueued || r.State == records.StateRunning ||
+		(!r.SubmittedAt.IsZero() && r.SubmittedAt.After(now.Add(-arrivalWindow)))
+}
+
+// EstimateOptions are the estimate options the service uses at now with
+// the given horizon, learned from reqs (allocator.LearnRuntimes,
+// LearnArrivals): runtime ranges from the Learnable requests (actual
+// against requested, per team and template, with priors for teams and
+// templates with little history), given to every queued and running
+// request in reqs (a running one among the runs at least as long as it
+// has run so far) and, per team, to workloads without a request
+// (seeded); and, if prio (priority names to values) is not nil, the load
+// of the last day's requests per team and priority. With no Learnable
+// request, runtimes are DefaultRange's.
+func EstimateOptions(reqs []records.Request, now time.Time, horizon time.Duration, prio map[string]int32) allocator.EstimateOptions {
+	opts := allocator.EstimateOptions{Horizon: horizon}
 	var samples []allocator.RuntimeSample
-	for _, r := range all {
-		if r.State == records.StateFinished && !r.AdmittedAt.IsZero() && r.EndedAt.After(r.AdmittedAt) && r.Duration > 0 && r.Preemptions == 0 {
+	teams := map[string]bool{}
+	for _, r := range reqs {
+		teams[r.Team] = true
+		if Learnable(r) {
 			samples = append(samples, allocator.RuntimeSample{Team: r.Team, Template: r.Template, Requested: r.Duration, Actual: r.EndedAt.Sub(r.AdmittedAt)})
 		}
 	}
@@ -347,25 +448,25 @@ func (s *Service) estimateOptions(c *call) allocator.EstimateOptions {
 	}
 	m := allocator.LearnRuntimes(samples, allocator.LearnOptions{})
 	opts.Factors = map[string]allocator.Range{}
-	for _, t := range s.set.Teams {
-		opts.Factors[t.Name] = m.Range(t.Name, "")
+	for t := range teams {
+		opts.Factors[t] = m.Range(t, "")
 	}
 	opts.Workloads = map[string]allocator.Range{}
 	var arrivals []allocator.ArrivalSample
-	for _, r := range all {
+	for _, r := range reqs {
 		switch {
 		case r.Duration <= 0:
 		case r.State == records.StateQueued:
 			opts.Workloads[r.ID] = m.Range(r.Team, r.Template)
 		case r.State == records.StateRunning && !r.AdmittedAt.IsZero():
-			opts.Workloads[r.ID] = m.RangeAfter(r.Team, r.Template, c.now.Sub(r.AdmittedAt).Hours()/r.Duration.Hours())
+			opts.Workloads[r.ID] = m.RangeAfter(r.Team, r.Template, now.Sub(r.AdmittedAt).Hours()/r.Duration.Hours())
 		}
-		if !r.SubmittedAt.IsZero() {
-			arrivals = append(arrivals, allocator.ArrivalSample{At: r.SubmittedAt, Queue: r.Team, Priority: s.prio[r.Priority],
+		if p, ok := prio[r.Priority]; ok && !r.SubmittedAt.IsZero() {
+			arrivals = append(arrivals, allocator.ArrivalSample{At: r.SubmittedAt, Queue: r.Team, Priority: p,
 				GPUHours: float64(r.GPUs) * r.Duration.Hours() * m.Median(r.Team, r.Template)})
 		}
 	}
-	opts.Arrivals = allocator.LearnArrivals(arrivals, c.now, arrivalWindow)
+	opts.Arrivals = allocator.LearnArrivals(arrivals, now, arrivalWindow)
 	return opts
 }
 
@@ -394,44 +495,47 @@ func (s *Service) NextWakeup(ctx context.Context, now time.Time) time.Time {
 	return next
 }
 
-// Seed records work already running on a fresh simulated cluster. It does
-// nothing if any request exists already.
-func (s *Service) Seed(ctx context.Context, seeds []Seed) error {
+// Seed records work already running on a fresh simulated cluster and
+// returns the request IDs it gave the seeds, in order. It does nothing
+// (and returns no IDs) if any request exists already.
+func (s *Service) Seed(ctx context.Context, seeds []Seed) ([]string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	existing, err := s.deps.Requests.ListRequests(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("listing requests: %w", err)
+		return nil, fmt.Errorf("listing requests: %w", err)
 	}
 	if len(existing) > 0 {
-		return nil
+		return nil, nil
 	}
 	now := s.deps.Clock.Now()
 	c := &call{ctx: ctx, now: now, who: &Person{Name: "gpubot"}}
+	var ids []string
 	for _, sd := range seeds {
 		who := s.person(sd.Requester)
 		r, problem := s.draft(who, sd.Spec, now.Add(-sd.StartedAgo))
 		if problem != "" {
-			return fmt.Errorf("seed for %s: %s", sd.Requester, problem)
+			return ids, fmt.Errorf("seed for %s: %s", sd.Requester, problem)
 		}
 		id, err := s.deps.IDs.NextRequestID(ctx)
 		if err != nil {
-			return err
+			return ids, err
 		}
 		r.ID, r.Origin, r.Channel = id, "seed", s.channelOf(r.Team)
 		r.SubmittedAt = r.CreatedAt
 		r.State = records.StateQueued
 		if err := s.deps.Requests.PutRequest(ctx, r); err != nil {
-			return err
+			return ids, err
 		}
 		w := s.workload(r)
 		w.Admission = &allocator.Admission{At: r.CreatedAt}
 		events, err := s.apply(c, Op{Kind: OpSubmit, Workload: w})
 		if err != nil {
-			return fmt.Errorf("seeding %s: %w", id, err)
+			return ids, fmt.Errorf("seeding %s: %w", id, err)
 		}
 		s.audit(c, "gpubot", "seed", id, "ok", describe(r))
 		s.observe(c, events, "")
+		ids = append(ids, id)
 	}
-	return nil
+	return ids, nil
 }

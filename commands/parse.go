@@ -69,7 +69,8 @@
 // of days from 1 to 365: 30d, "7 days", or a bare 7. "extend r12 2h" also
 // reads "extend r12 by 2h" and "extend r12 for 2h". deny's reason is the
 // rest of the line as typed, or one quoted text, or reason=… (the rest of
-// the line) or reason "…". "track ns/job" lower-cases Kubernetes names
+// the line) or reason "…". "keep" takes a request ID or a zombie check's
+// ID (z3, Z3). "track ns/job" lower-cases Kubernetes names
 // and checks their syntax. A misspelt verb suggests the closest verb; an
 // empty command points to /gpu help.
 //
@@ -100,6 +101,16 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+)
+
+// Limits on free text, the same in every way in: typed commands, the
+// Slack form and buttons. Characters are Unicode code points.
+const (
+	// MaxReason is the longest reason a request or a denial may give.
+	MaxReason = 500
+	// MaxCommand is the longest command text gpubot reads: room for
+	// every option and a reason of MaxReason characters.
+	MaxCommand = 2000
 )
 
 // Limits of the command language.
@@ -143,6 +154,13 @@ var errInternal = errors.New("internal parser error")
 // recover guard turns a bug into a *ParseError that unwraps to the panic.
 func Parse(text string, v Vocabulary) (Command, error) {
 	in := stripCommand(text)
+	if n := utf8.RuneCountInString(in); n > MaxCommand {
+		return Command{}, &ParseError{
+			Input:   cutRunes(in, 40) + "…",
+			Msg:     fmt.Sprintf("this command is %d characters long; gpubot reads commands of up to %d characters, with a reason of up to %d", n, MaxCommand, MaxReason),
+			Example: "/gpu help",
+		}
+	}
 	return guard(in, func() (Command, *ParseError) {
 		p := parser{in: in, toks: lex(in), v: v, reasonAt: -1}
 		return p.command()
@@ -289,8 +307,12 @@ func (p *parser) command() (Command, *ParseError) {
 		c.Team, c.Flavor, err = p.queue()
 	case VerbUsage:
 		c.Team, c.Days, err = p.usage()
+	case VerbDigest:
+		c.Team, err = p.digestTeam()
 	case VerbCancel, VerbRelease, VerbApprove, VerbPreempt:
 		c.ID, err = p.id()
+	case VerbKeep:
+		c.ID, err = p.zombieOrRequestID()
 	case VerbExtend:
 		if c.ID, err = p.id(); err == nil {
 			c.Duration, err = p.extension()
@@ -491,6 +513,9 @@ func (p *parser) option(s *RequestSpec, seen *uint8) *ParseError {
 		s.Reason = cleanText(t.text)
 		if t.kind == tokWord {
 			p.reasonAt = p.i - 1
+		}
+		if perr := p.checkReason(t, s.Reason); perr != nil {
+			return perr
 		}
 	}
 	return err

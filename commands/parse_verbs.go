@@ -1,6 +1,9 @@
 package commands
 
-import "strings"
+import (
+	"strings"
+	"unicode/utf8"
+)
 
 // Other verbs.
 
@@ -18,6 +21,21 @@ func (p *parser) id() (string, *ParseError) {
 		return "", p.failTok(t, "", "%s is not a request id (ids look like r12)", quoteWord(t.text))
 	}
 	return "r" + s, nil
+}
+
+// zombieOrRequestID reads a zombie check's ID (z3, Z3) or a request ID.
+func (p *parser) zombieOrRequestID() (string, *ParseError) {
+	if p.more() {
+		t := p.peek()
+		if s := t.text; t.kind == tokWord && len(s) > 1 && (s[0] == 'z' || s[0] == 'Z') {
+			if !isDigits(s[1:]) || len(s) > maxIDDigits+1 {
+				return "", p.failTok(p.next(), "", "%s is not a zombie check id (they look like z3)", quoteWord(s))
+			}
+			p.next()
+			return "z" + s[1:], nil
+		}
+	}
+	return p.id()
 }
 
 // denyReason reads the rest of the line: as typed, or one quoted text,
@@ -40,13 +58,35 @@ func (p *parser) denyReason() (string, *ParseError) {
 		return "", p.failTok(t, "", "unterminated quote")
 	case tokQuoted:
 		p.next()
-		return cleanText(t.text), nil
+		reason := cleanText(t.text)
+		return reason, p.checkReason(t, reason)
 	case tokEquals:
 		return "", p.failTok(t, "", "unexpected '='")
 	}
-	reason := cleanText(p.in[p.peek().pos:])
+	t := p.peek()
+	reason := cleanText(p.in[t.pos:])
 	p.i = len(p.toks)
-	return reason, nil
+	return reason, p.checkReason(t, reason)
+}
+
+// checkReason refuses a reason longer than MaxReason, pointing at its
+// start (t).
+func (p *parser) checkReason(t token, reason string) *ParseError {
+	if n := utf8.RuneCountInString(reason); n > MaxReason {
+		return p.fail(t.pos, t.pos, "", "the reason is %d characters long; keep it to %d", n, MaxReason)
+	}
+	return nil
+}
+
+// cutRunes returns the first n characters of s.
+func cutRunes(s string, n int) string {
+	for i := range s {
+		if n == 0 {
+			return s[:i]
+		}
+		n--
+	}
+	return s
 }
 
 // cleanText trims free text and replaces invalid UTF-8.
@@ -189,6 +229,27 @@ func (p *parser) days() (int, *ParseError) {
 		return 0, p.fail(t.pos, end, "", "days must be from 1 to %d", maxUsageDays)
 	}
 	return days, nil
+}
+
+// digestTeam reads digest's optional team: <team> or "team <t>".
+func (p *parser) digestTeam() (string, *ParseError) {
+	if !p.more() {
+		return "", nil
+	}
+	if p.peekWord("team") {
+		p.next()
+		t, err := p.value("team")
+		if err != nil {
+			return "", err
+		}
+		return p.checkWord(t, "team", p.v.Teams)
+	}
+	t := p.peek()
+	if t.kind != tokWord {
+		return "", p.unexpected(t, nil)
+	}
+	p.next()
+	return p.checkWord(t, "team", p.v.Teams)
 }
 
 // topic reads help's optional verb.

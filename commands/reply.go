@@ -8,6 +8,24 @@ type Reply struct {
 	// for notifications, the console prints it first).
 	Text   string
 	Blocks []Block
+	// Image, if set, goes with the reply: a chart. Adapters attach it
+	// after the message (Slack: uploaded into the same conversation; the
+	// console: written to a file whose path it prints) and fall back to
+	// its Alt text when they cannot.
+	Image *Image
+}
+
+// Image is a picture attached to a reply.
+type Image struct {
+	// Name is a file name, e.g. "gpubot-digest-2026-12-01.png".
+	Name string
+	// Title is shown with the picture.
+	Title string
+	// PNG is the picture, PNG-encoded.
+	PNG []byte
+	// Alt says in words what the picture shows, for whoever cannot see it
+	// (and as the text fallback when it cannot be attached).
+	Alt string
 }
 
 // BlockKind enumerates the kinds of Block.
@@ -78,12 +96,15 @@ const (
 	UpdateCard DestKind = "card"
 	// ToPerson: a direct message to Person.
 	ToPerson DestKind = "person"
+	// ToPost: a message of its own in Channel, about no request (a
+	// scheduled digest or report). It has no thread gpubot follows.
+	ToPost DestKind = "post"
 )
 
 // Destination addresses an Output.
 type Destination struct {
 	Kind    DestKind
-	Channel string // ToChannel (and ToSender: where the sender typed)
+	Channel string // ToChannel, ToPost (and ToSender: where the sender typed)
 	Request string // ToChannel, ToThread, UpdateCard
 	Person  string // ToPerson: person name
 	ChatID  string // ToPerson: the person's chat user ID, when known
@@ -114,6 +135,23 @@ type Input struct {
 	Text string
 	// Action is set for a button press (Text is then ignored).
 	Action *Action
+	// Unreadable is set when the adapter got something from this person
+	// that it could not make sense of (Text and Action are then
+	// ignored): the service audits it as invalid and tells the person
+	// that it could not understand it.
+	Unreadable *Unreadable
+}
+
+// Unreadable describes what an adapter could not make sense of.
+type Unreadable struct {
+	// What it was: "command", "button", "form" or "event".
+	What string
+	// Why, in a few words for the audit log and the operator, without
+	// what the person typed (for example "payload is a string, not an
+	// object", "button value has no request").
+	Why string
+	// Target is the request it named, when that much could be read.
+	Target string
 }
 
 func header(text string) Block       { return Block{Kind: BlockHeader, Text: text} }

@@ -31,10 +31,26 @@ type Option func(*Service)
 // WithLogger sets the operator's log. Default: discard.
 func WithLogger(l *slog.Logger) Option { return func(s *Service) { s.log = l } }
 
+// WithDigests answers /gpu digest and /gpu report with d. Default: none
+// (they answer that digests are not set up).
+func WithDigests(d Digester) Option { return func(s *Service) { s.digests = d } }
+
 // WithEstimateHorizon bounds how far ahead estimates simulate. Default 30 days.
 func WithEstimateHorizon(d time.Duration) Option {
 	return func(s *Service) { s.horizon = d }
 }
+
+// WithZombies keeps zombie findings in z and turns on the zombie sweep
+// (Sweep). Default: none; Sweep does nothing.
+func WithZombies(z ZombieStore) Option { return func(s *Service) { s.zombies = z } }
+
+// WithUtilization lets the sweep find idle GPUs (zombies of kind idle).
+// Default: none.
+func WithUtilization(u Utilization) Option { return func(s *Service) { s.util = u } }
+
+// WithOthers lets the sweep see admitted work gpubot does not follow,
+// for zombies.scope: all. Default: none.
+func WithOthers(o Others) Option { return func(s *Service) { s.others = o } }
 
 // Service turns what people type and press, and what the cluster does,
 // into decisions, stored state and replies. It is safe for concurrent use;
@@ -44,7 +60,12 @@ type Service struct {
 	deps    Deps
 	log     *slog.Logger
 	horizon time.Duration
-	tracker Tracker // optional; nil refuses /gpu track
+	tracker Tracker     // optional; nil refuses /gpu track
+	kueue   KueueView   // optional; nil on the simulated cluster
+	zombies ZombieStore // optional; nil makes Sweep a no-op
+	util    Utilization // optional; nil: no idle detection
+	others  Others      // optional; nil: zombies.scope all sweeps gpubot's work only
+	digests Digester    // optional; nil answers that digests are off
 
 	mu       sync.Mutex
 	vocab    Vocabulary
@@ -78,6 +99,7 @@ func NewService(ctx context.Context, set Settings, deps Deps, opts ...Option) (*
 	if s.set.Location == nil {
 		s.set.Location = time.UTC
 	}
+	s.set.Zombies = s.set.Zombies.withDefaults()
 	for i := range s.set.People {
 		p := &s.set.People[i]
 		s.people[strings.ToLower(p.Name)] = p
@@ -160,6 +182,12 @@ type call struct {
 	// changed is set when the cluster changed during the call, which
 	// makes waiting requests' estimates worth refreshing.
 	changed bool
+	// manualVictims are the workloads an admin's preempt evicts in this
+	// call: their preemption is audited as the admin's, not gpubot's.
+	manualVictims []string
+	// kueue is the KueueView's report, read at most once between two
+	// operations on the cluster (see kueueReport).
+	kueue *KueueReport
 }
 
 func (c *call) private(r Reply)  { c.outs = append(c.outs, private(r)) }
@@ -192,7 +220,10 @@ func (s *Service) Handle(ctx context.Context, in Input) (outs []Output) {
 func (s *Service) handle(c *call) {
 	who, ok := s.who(c.in.User)
 	action, target := "command", ""
-	if c.in.Action != nil {
+	switch {
+	case c.in.Unreadable != nil:
+		action, target = c.in.Unreadable.What, c.in.Unreadable.Target
+	case c.in.Action != nil:
 		action, target = string(c.in.Action.Name), c.in.Action.Request
 	}
 	if !ok {
@@ -201,6 +232,10 @@ func (s *Service) handle(c *call) {
 		return
 	}
 	c.who = who
+	if u := c.in.Unreadable; u != nil {
+		s.unreadable(c, *u)
+		return
+	}
 	if c.in.Action != nil {
 		s.press(c, *c.in.Action)
 		return
@@ -235,8 +270,12 @@ func (s *Service) handle(c *call) {
 		s.act(c, Action{Name: cmd.Verb, Request: cmd.ID, Arg: fmt.Sprintf("%dm", cmd.Duration/time.Minute)})
 	case VerbDeny:
 		s.act(c, Action{Name: cmd.Verb, Request: cmd.ID, Arg: cmd.Reason})
+	case VerbKeep:
+		s.keep(c, Action{Name: VerbKeep, Request: cmd.ID})
 	case VerbTrack:
 		s.track(c, cmd.Namespace, cmd.Job)
+	case VerbDigest, VerbReport:
+		s.digest(c, cmd.Verb, cmd.Team)
 	case VerbHelp:
 		c.private(helpReply(cmd.Topic))
 	default:
@@ -249,10 +288,26 @@ func (s *Service) press(c *call, a Action) {
 	switch a.Name {
 	case VerbApprove, VerbDeny, VerbPreempt, VerbCancel, VerbRelease, VerbExtend:
 		s.act(c, a)
+	case VerbKeep:
+		s.keep(c, a)
 	default:
 		s.audit(c, c.who.Name, string(a.Name), a.Request, "invalid", "unknown button")
 		c.private(plain(fmt.Sprintf("That button (%q) is not one gpubot knows; nothing was changed.", a.Name)))
 	}
+}
+
+// unreadable answers something the adapter could not make sense of.
+func (s *Service) unreadable(c *call, u Unreadable) {
+	s.audit(c, c.who.Name, u.What, u.Target, "invalid", u.Why)
+	what := u.What
+	if what == "" {
+		what = "message"
+	}
+	next := "Please try again; /gpu help lists the commands."
+	if u.What == "button" {
+		next = "/gpu status shows your requests with fresh buttons."
+	}
+	c.private(plain(fmt.Sprintf("Sorry, gpubot couldn't understand that %s (%s). Nothing was changed. %s", what, u.Why, next)))
 }
 
 func (s *Service) who(user string) (*Person, bool) {
@@ -273,6 +328,9 @@ func (s *Service) person(name string) *Person {
 // audit appends to the audit log; a failure is logged, not shown.
 func (s *Service) audit(c *call, actor, action, target, outcome, detail string) {
 	e := records.AuditEntry{At: c.now, Actor: actor, Action: action, Target: target, Outcome: outcome, Detail: detail}
+	if c.in.Action != nil {
+		e.Via = "button"
+	}
 	if _, err := s.deps.Audit.AppendAudit(c.ctx, e); err != nil {
 		s.log.Error("appending to the audit log", "err", err, "action", action, "target", target)
 	}
@@ -283,6 +341,7 @@ func (s *Service) audit(c *call, actor, action, target, outcome, detail string) 
 // changed, even when it caused no event.
 func (s *Service) apply(c *call, op Op) ([]allocator.Event, error) {
 	events, err := s.deps.Cluster.Apply(c.ctx, op)
+	c.kueue = nil
 	if err == nil {
 		c.changed = true
 	}
@@ -302,4 +361,28 @@ func plainError(err error) string {
 		msg = msg[:i]
 	}
 	return msg
+}
+
+// digest shows a digest or the weekly report privately.
+func (s *Service) digest(c *call, verb Verb, team string) {
+	if s.digests == nil {
+		c.private(plain("Digests and reports are not set up in this gpubot."))
+		return
+	}
+	var r Reply
+	var err error
+	if verb == VerbReport {
+		r, err = s.digests.Report(c.ctx, c.now)
+	} else {
+		r, err = s.digests.Digest(c.ctx, team, c.now)
+	}
+	if err != nil {
+		what := "building the digest"
+		if verb == VerbReport {
+			what = "building the report"
+		}
+		s.failed(c, what, err)
+		return
+	}
+	c.private(r)
 }

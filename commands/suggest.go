@@ -24,6 +24,9 @@ var usages = map[Verb]string{
 	VerbApprove:  `approve <id>`,
 	VerbDeny:     `deny <id> [reason]`,
 	VerbPreempt:  `preempt <id>`,
+	VerbKeep:     `keep <id>`,
+	VerbDigest:   `digest [<team>]`,
+	VerbReport:   `report`,
 	VerbHelp:     `help [<verb>]`,
 }
 
@@ -51,10 +54,16 @@ func verbExample(verb Verb, v Vocabulary) string {
 		return "/gpu queue " + flavor
 	case VerbCapacity:
 		return "/gpu capacity"
+	case VerbDigest:
+		return "/gpu digest " + team
+	case VerbReport:
+		return "/gpu report"
 	case VerbUsage:
 		return "/gpu usage " + team + " 30d"
 	case VerbExtend:
 		return "/gpu extend r12 2h"
+	case VerbKeep:
+		return "/gpu keep r12"
 	case VerbDeny:
 		return "/gpu deny r12 too big for a weekend"
 	case VerbHelp:

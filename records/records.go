@@ -78,6 +78,23 @@ type Request struct {
 	Estimate      *Estimate `json:"estimate,omitempty"`
 	FirstEstimate *Estimate `json:"firstEstimate,omitempty"`
 	EndWarned     bool      `json:"endWarned,omitempty"`
+	// KueueSaid is what Kueue said about the queued request when it was
+	// last shown ("never: <why>" when Kueue cannot admit it as it is), so
+	// that a change is posted once.
+	KueueSaid string `json:"kueueSaid,omitempty"`
+
+	// What the cluster last said about the pods of the current admission
+	// (cleared at each admission). PodsReadyAt is when they were last all
+	// ready. PodsNotReadySince is set while they are not: the admission if
+	// they never were ready, else when they stopped being; PodsDetail says
+	// what is wrong.
+	PodsReadyAt       time.Time `json:"podsReadyAt,omitempty"`
+	PodsNotReadySince time.Time `json:"podsNotReadySince,omitempty"`
+	PodsDetail        string    `json:"podsDetail,omitempty"`
+	// Waits lists the request's finished waits for GPUs: from its creation
+	// to its first admission, then from each requeue to the admission
+	// after it. A wait still open is not listed.
+	Waits []Wait `json:"waits,omitempty"`
 }
 
 // Estimate is a start-time estimate as it was posted.
@@ -99,6 +116,9 @@ type AuditEntry struct {
 	Target  string    `json:"target,omitempty"`
 	Outcome string    `json:"outcome"` // "ok", "refused", "invalid", "error"
 	Detail  string    `json:"detail,omitempty"`
+	// Via is "button" when the action came from a button press; "" for a
+	// typed command or gpubot's own doing.
+	Via string `json:"via,omitempty"`
 }
 
 // UsageRecord is a finished stretch of GPU use by one request.

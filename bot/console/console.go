@@ -26,6 +26,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -54,6 +56,7 @@ type Console struct {
 	interactive bool
 	loc         *time.Location
 	now         func() time.Time
+	files       string // where images are written; "" is the working directory
 
 	mu      sync.Mutex
 	buttons Buttons
@@ -67,6 +70,15 @@ func As(name string) Option { return func(c *Console) { c.as = name } }
 
 // Interactive selects prompts (terminal) or echoed lines (pipe). Default false.
 func Interactive(on bool) Option { return func(c *Console) { c.interactive = on } }
+
+// Files writes the images of replies (digest charts) into dir, creating
+// it when needed. Default: the working directory.
+func Files(dir string) Option { return func(c *Console) { c.files = dir } }
+
+// Clock sets the time replies are stamped with until Run starts (then the
+// Backend's Now is used), e.g. for what is posted while catching up at
+// start. Default: the wall clock.
+func Clock(now func() time.Time) Option { return func(c *Console) { c.now = now } }
 
 // In shows times in loc. Default UTC.
 func In(loc *time.Location) Option { return func(c *Console) { c.loc = loc } }
@@ -88,13 +100,41 @@ func New(out io.Writer, people []commands.Person, opts ...Option) (*Console, err
 	return c, nil
 }
 
-// Send prints one reply. It satisfies bot.Sender.
+// Send prints one reply. It satisfies bot.Sender. A reply's image is
+// written to a file whose path is printed; if that fails, its text
+// (Image.Alt) is printed instead, with why.
 func (c *Console) Send(_ context.Context, out commands.Output) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	text := Render(out, &c.buttons)
+	if img := out.Reply.Image; img != nil {
+		path, err := c.writeImage(img)
+		if err != nil {
+			text += indent(fmt.Sprintf("(The chart could not be saved: %v. What it shows:)\n%s", err, img.Alt), "  ")
+		} else {
+			text += "  Chart: " + path + "\n"
+		}
+	}
 	_, err := fmt.Fprintf(c.out, "[%s] %s", c.stamp(), text)
 	return err
+}
+
+// writeImage writes img under the files directory and returns its path.
+func (c *Console) writeImage(img *commands.Image) (string, error) {
+	name := filepath.Base(filepath.Clean("/" + img.Name))
+	if name == "/" || name == "." {
+		name = "image.png"
+	}
+	if c.files != "" {
+		if err := os.MkdirAll(c.files, 0o700); err != nil {
+			return "", err
+		}
+	}
+	path := filepath.Join(c.files, name)
+	if err := os.WriteFile(path, img.PNG, 0o600); err != nil {
+		return "", err
+	}
+	return path, nil
 }
 
 func (c *Console) stamp() string { return c.now().In(c.loc).Format("Mon 15:04") }
@@ -184,10 +224,11 @@ func (c *Console) directive(ctx context.Context, line string, b Backend) bool {
 		n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(arg, "["), "]"))
 		c.mu.Lock()
 		if err != nil && arg != "" {
-			// :click <label> [request]: the newest such button.
+			// :click <label> [request]: the newest such button (the
+			// request r12, or the zombie check z3, it acts on).
 			label, req := arg, ""
 			if i := strings.LastIndexByte(arg, ' '); i > 0 {
-				if last := strings.TrimSpace(arg[i+1:]); len(last) > 1 && (last[0] == 'r' || last[0] == 'R') {
+				if last := strings.TrimSpace(arg[i+1:]); len(last) > 1 && strings.ContainsRune("rRzZ", rune(last[0])) {
 					if _, err := strconv.Atoi(last[1:]); err == nil {
 						label, req = strings.TrimSpace(arg[:i]), last
 					}

@@ -31,6 +31,11 @@ const usage = `gpubot — GPU requests by chat, on Kubernetes clusters that run 
 People ask for GPUs with /gpu commands; gpubot answers at once with where
 the request stands and when it will start, asks the right lead to approve
 what needs approval, and follows the work until the GPUs are released.
+On the schedules in the configuration it posts daily digests (usage,
+waits, fragmentation, the capacity verdict, a chart) and a weekly success
+report.
+Every 10 minutes (zombies.schedule) it sweeps for zombies (work holding
+GPUs without using them) and asks their owners.
 
 Usage:
   gpubot [command] [flags]
@@ -41,11 +46,17 @@ Commands:
   run       run the bot: on Slack (Socket Mode) when SLACK_BOT_TOKEN and
             SLACK_APP_TOKEN are set, otherwise the console (the default command)
   simulate  replay a GPU-cluster trace to compare policies and capacity
+  kueue-setup
+            print the Kueue objects (flavors, queues, priorities…) that
+            match the configuration, to apply to the cluster
+  store     check a store, or back it up (also while gpubot runs):
+            gpubot store check, gpubot store backup FILE
   version   print the version
   help      show this help, or a command's: gpubot help console
 
 With no configuration gpubot uses its bundled example (deploy/gpubot.example.yaml):
-two GPU flavors, three teams in a shared cohort, and some work already running.
+two GPU flavors, three teams in a shared cohort, and some work already running,
+two of it zombies.
 
 Run "gpubot <command> --help" for a command's flags.
 `
@@ -73,6 +84,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runBot(cmd, args, stdin, stdout, stderr)
 	case "simulate":
 		return app.Simulate(args, app.SimulateIO{Stdout: stdout, Stderr: stderr, Terminal: isTerminal(stderr)})
+	case "kueue-setup":
+		return runKueueSetup(args, stdout, stderr)
+	case "store":
+		return runStore(args, stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "gpubot: unknown command %q\n\n%s", cmd, usage)
 	return 2
@@ -85,7 +100,7 @@ func runBot(cmd string, args []string, stdin io.Reader, stdout, stderr io.Writer
 		cfgPath  = fs.String("config", os.Getenv("GPUBOT_CONFIG"), "configuration `file` (YAML); default: the bundled example, or $GPUBOT_CONFIG")
 		dataDir  = fs.String("data-dir", envOr("GPUBOT_DATA_DIR", app.DefaultDataDir()), "`directory` for gpubot.db and the log; or $GPUBOT_DATA_DIR")
 		as       = fs.String("as", "", "console: who types first (a person's name from the config); default: the first person")
-		start    = fs.String("start", "", "console: simulated start `time` (RFC 3339) of a new data directory; default: now")
+		start    = fs.String("start", "", "console: simulated start `time` (RFC 3339) of a new data directory (default: now); on an existing one, a later time moves its simulated time forward, as if gpubot had been stopped until then")
 		logFile  = fs.String("log-file", "", "operator log `file`; \"-\" for standard error; default: <data-dir>/gpubot.log, or standard error on Slack")
 		logLevel = fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 		kubecfg  = fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "Kubernetes cluster with Kueue to drive, as a kubeconfig `file`; or $KUBECONFIG; default: the simulated cluster")
@@ -105,7 +120,10 @@ them) and console directives:
 When standard input is not a terminal, lines are read one at a time and
 replies printed as plain text; gpubot exits 0 at the end of the input.
 State is kept in <data-dir>/gpubot.db: start again with the same
---data-dir and everything is where you left it.
+--data-dir and everything is where you left it (--start with a later time
+resumes as if gpubot had been stopped until then). Scheduled digests are
+posted when :advance passes their time; their charts are written to
+<data-dir>/files and the path printed.
 
 Flags:
 `)

@@ -21,21 +21,23 @@ func TestHelpAndVersion(t *testing.T) {
 		stderr   []string
 		noStdout bool
 	}{
-		"--help":          {args: []string{"--help"}, stdout: []string{"Usage:", "console", "run", "version", "help"}},
-		"-h":              {args: []string{"-h"}, stdout: []string{"Commands:"}},
-		"help":            {args: []string{"help"}, stdout: []string{"Commands:"}},
-		"help console":    {args: []string{"help", "console"}, stderr: []string{"Usage: gpubot console", ":advance", "-data-dir", "-as", "-config", "-start"}},
-		"console --help":  {args: []string{"console", "--help"}, stderr: []string{"Usage: gpubot console", "-log-file", "-log-level"}},
-		"run --help":      {args: []string{"run", "--help"}, stderr: []string{"Usage: gpubot [run]", "Socket Mode", "SLACK_BOT_TOKEN", "SLACK_APP_TOKEN_FILE", "SLACK_API_URL", "-http-addr"}},
-		"version":         {args: []string{"version"}, stdout: []string{"gpubot "}},
-		"simulate":        {args: []string{"--help"}, stdout: []string{"simulate  replay a GPU-cluster trace"}},
-		"simulate --help": {args: []string{"simulate", "--help"}, stderr: []string{"Usage: gpubot simulate", "-nodes", "-progress"}},
-		"simulate bad":    {args: []string{"simulate", "--trace", "x.csv"}, code: 2, stderr: []string{"--nodes and --trace are both required"}},
-		"unknown":         {args: []string{"frobnicate"}, code: 2, stderr: []string{`unknown command "frobnicate"`, "Commands:"}},
-		"bad flag":        {args: []string{"console", "--nope"}, code: 2, stderr: []string{"flag provided but not defined: -nope"}},
-		"bad level":       {args: []string{"console", "--log-level", "loud"}, code: 2, stderr: []string{"--log-level"}},
-		"bad start":       {args: []string{"console", "--start", "tuesday"}, code: 2, stderr: []string{"--start"}},
-		"stray argument":  {args: []string{"console", "extra"}, code: 2, stderr: []string{`unexpected argument "extra"`}},
+		"--help":             {args: []string{"--help"}, stdout: []string{"Usage:", "console", "run", "version", "help"}},
+		"-h":                 {args: []string{"-h"}, stdout: []string{"Commands:"}},
+		"help":               {args: []string{"help"}, stdout: []string{"Commands:"}},
+		"help console":       {args: []string{"help", "console"}, stderr: []string{"Usage: gpubot console", ":advance", "-data-dir", "-as", "-config", "-start"}},
+		"console --help":     {args: []string{"console", "--help"}, stderr: []string{"Usage: gpubot console", "-log-file", "-log-level"}},
+		"run --help":         {args: []string{"run", "--help"}, stderr: []string{"Usage: gpubot [run]", "Socket Mode", "SLACK_BOT_TOKEN", "SLACK_APP_TOKEN_FILE", "SLACK_API_URL", "-http-addr"}},
+		"version":            {args: []string{"version"}, stdout: []string{"gpubot "}},
+		"simulate":           {args: []string{"--help"}, stdout: []string{"simulate  replay a GPU-cluster trace"}},
+		"simulate --help":    {args: []string{"simulate", "--help"}, stderr: []string{"Usage: gpubot simulate", "-nodes", "-progress"}},
+		"simulate bad":       {args: []string{"simulate", "--trace", "x.csv"}, code: 2, stderr: []string{"--nodes and --trace are both required"}},
+		"help store":         {args: []string{"help", "store"}, stderr: []string{"gpubot store check", "gpubot store backup", "Restore:", "-data-dir"}},
+		"--help lists store": {args: []string{"--help"}, stdout: []string{"store     check a store"}},
+		"unknown":            {args: []string{"frobnicate"}, code: 2, stderr: []string{`unknown command "frobnicate"`, "Commands:"}},
+		"bad flag":           {args: []string{"console", "--nope"}, code: 2, stderr: []string{"flag provided but not defined: -nope"}},
+		"bad level":          {args: []string{"console", "--log-level", "loud"}, code: 2, stderr: []string{"--log-level"}},
+		"bad start":          {args: []string{"console", "--start", "tuesday"}, code: 2, stderr: []string{"--start"}},
+		"stray argument":     {args: []string{"console", "extra"}, code: 2, stderr: []string{`unexpected argument "extra"`}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -92,3 +94,26 @@ func TestBadConfigIsReportedWithFileAndLine(t *testing.T) {
 }
 
 func writeFile(path, text string) error { return os.WriteFile(path, []byte(text), 0o600) }
+
+// gpubot kueue-setup prints deploy/kueue/setup.yaml for the bundled
+// example; a configuration it cannot read is an error, and its help
+// says what it writes.
+func TestKueueSetupCommand(t *testing.T) {
+	code, out, errs := runCLI(t, "", "kueue-setup")
+	want, err := os.ReadFile("../../deploy/kueue/setup.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code != 0 || out != string(want) {
+		t.Errorf("kueue-setup: exit %d, stderr %q; output differs from deploy/kueue/setup.yaml (%d vs %d bytes)", code, errs, len(out), len(want))
+	}
+	if code, _, errs := runCLI(t, "", "kueue-setup", "--config", "/nonexistent/gpubot.yaml"); code != 1 || !strings.Contains(errs, "/nonexistent/gpubot.yaml") {
+		t.Errorf("a missing config: exit %d, stderr %q", code, errs)
+	}
+	if code, _, errs := runCLI(t, "", "help", "kueue-setup"); code != 0 || !strings.Contains(errs, "Usage: gpubot kueue-setup") || !strings.Contains(errs, "kubectl apply --server-side") {
+		t.Errorf("help kueue-setup: exit %d, stderr %q", code, errs)
+	}
+	if code, out, _ := runCLI(t, "", "--help"); code != 0 || !strings.Contains(out, "kueue-setup") {
+		t.Errorf("--help does not list kueue-setup:\n%s", out)
+	}
+}

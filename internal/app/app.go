@@ -21,6 +21,7 @@ import (
 	"github.com/gpubot/gpubot/bot"
 	"github.com/gpubot/gpubot/bot/console"
 	"github.com/gpubot/gpubot/commands"
+	"github.com/gpubot/gpubot/digest"
 	"github.com/gpubot/gpubot/internal/config"
 	"github.com/gpubot/gpubot/simcluster"
 	"github.com/gpubot/gpubot/store"
@@ -44,7 +45,9 @@ type Options struct {
 	Interactive bool
 	// Start is the simulated time of a fresh data directory; zero means
 	// the wall clock's time, to the minute. A data directory that exists
-	// resumes at its own simulated time.
+	// resumes at its own simulated time, or at Start if that is later: as
+	// if gpubot had been stopped until then (what happened meanwhile in
+	// the cluster is caught up, missed digests are posted late).
 	Start time.Time
 	// LogFile: "" is DataDir/gpubot.log, "-" is Stderr.
 	LogFile  string
@@ -79,7 +82,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		return err
 	}
 	defer closeLog()
-	db, err := store.Open(filepath.Join(o.DataDir, "gpubot.db"))
+	db, err := openStore(o.DataDir)
 	if err != nil {
 		return err
 	}
@@ -88,6 +91,7 @@ func Run(ctx context.Context, o Options) (err error) {
 			err = fmt.Errorf("closing the store: %w", cerr)
 		}
 	}()
+	defer serveAdmin(o.DataDir, db, log)()
 	if o.Cluster.configured() {
 		return runOnCluster(ctx, o, cfg, db, log)
 	}
@@ -100,29 +104,46 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	clock := &ManualClock{}
 	clock.Set(start)
-	sim, fresh, err := simcluster.New(ctx, cfg.Cluster(), db, clock, func(err error) bool { return errors.Is(err, store.ErrNotFound) })
+	sim, fresh, err := simcluster.New(ctx, cfg.Cluster(), db, clock, func(err error) bool { return errors.Is(err, store.ErrNotFound) },
+		simcluster.WithPodsReadyTimeout(cfg.Kubernetes().PodsReadyTimeout))
 	if err != nil {
 		return err
 	}
 	if !fresh {
 		clock.Set(sim.Now())
+		if o.Start.After(sim.Now()) {
+			log.Info("resuming the simulated cluster later, as if gpubot had been stopped until then", "was", sim.Now(), "now", o.Start)
+			clock.Set(o.Start)
+		}
 	}
 	set := cfg.Settings()
-	svc, err := commands.NewService(ctx, set, commands.Deps{
-		Cluster: sim, Requests: db, IDs: db, Audit: db, Usage: db, Clock: clock,
-	}, commands.WithLogger(log))
+	eng, sched, err := newDigests(cfg, db, sim, log)
 	if err != nil {
 		return err
 	}
-	if err := svc.Seed(ctx, cfg.Seeds()); err != nil {
+	svc, err := commands.NewService(ctx, set, commands.Deps{
+		Cluster: sim, Requests: db, IDs: db, Audit: db, Usage: db, Clock: clock,
+	}, append(simZombieOptions(cfg, db, sim, log), commands.WithLogger(log), commands.WithDigests(eng))...)
+	if err != nil {
+		return err
+	}
+	if err := addSweep(sched, cfg, svc); err != nil {
+		return err
+	}
+	ids, err := svc.Seed(ctx, cfg.Seeds())
+	if err != nil {
 		return fmt.Errorf("seeding the simulated cluster from %s: %w", cfg.Name(), err)
 	}
-	con, err := console.New(o.Stdout, set.People, console.As(o.As), console.Interactive(o.Interactive), console.In(set.Location))
+	if err := seedUses(ctx, cfg, sim, ids); err != nil {
+		return err
+	}
+	con, err := console.New(o.Stdout, set.People, console.As(o.As), console.Interactive(o.Interactive), console.In(set.Location),
+		console.Files(filepath.Join(o.DataDir, "files")), console.Clock(clock.Now))
 	if err != nil {
 		return err
 	}
 	rt := bot.New(svc, con, bot.WithDeduper(db, 24*time.Hour, clock), bot.WithLogger(log))
-	be := &backend{rt: rt, sim: sim, svc: svc, clock: clock}
+	be := &backend{rt: rt, sim: sim, svc: svc, sched: sched, clock: clock}
 	log.Info("gpubot console starting", "config", cfg.Name(), "dataDir", o.DataDir, "simulatedTime", clock.Now(), "fresh", fresh)
 	// Catch up: reconcile the store with the cluster, refresh estimates.
 	if err := be.sync(ctx); err != nil {
@@ -172,6 +193,7 @@ type backend struct {
 	rt    *bot.Runtime
 	sim   *simcluster.Cluster
 	svc   *commands.Service
+	sched *digest.Scheduler
 	clock *ManualClock
 }
 
@@ -181,21 +203,28 @@ func (b *backend) Process(ctx context.Context, in commands.Input) {
 
 func (b *backend) Now() time.Time { return b.clock.Now() }
 
-// Advance moves time in steps, stopping at every workload end and every
-// reminder on the way, so that each thing happens at its own time.
+// Advance moves time in steps, stopping at every workload end, every
+// reminder and every scheduled job on the way, so that each thing happens
+// at its own time.
 func (b *backend) Advance(ctx context.Context, d time.Duration) error {
 	target := b.clock.Now().Add(d)
 	for {
 		now := b.clock.Now()
-		next := target
+		next, scheduled := target, false
 		if t := b.sim.NextEvent(); t.After(now) && t.Before(next) {
 			next = t
 		}
 		if t := b.svc.NextWakeup(ctx, now); t.After(now) && t.Before(next) {
 			next = t
 		}
+		if t := b.sched.Next(); t.After(now) && t.Before(next) {
+			next, scheduled = t, true
+		}
 		b.clock.Set(next)
-		if err := b.sync(ctx); err != nil {
+		// A stop only for a scheduled job (the sampler runs every 10
+		// minutes) leaves the service's time-driven work to its own
+		// stops, as before there were scheduled jobs.
+		if err := b.syncAt(ctx, !scheduled); err != nil {
 			return err
 		}
 		if !next.Before(target) {
@@ -204,13 +233,21 @@ func (b *backend) Advance(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// sync brings the cluster to the clock's time and reports what happened.
-func (b *backend) sync(ctx context.Context) error {
+// sync brings the cluster to the clock's time, reports what happened and
+// runs the scheduled jobs that are due.
+func (b *backend) sync(ctx context.Context) error { return b.syncAt(ctx, true) }
+
+// syncAt is sync; unless observe, the service sees only cluster events
+// (if any), not a sweep of its own.
+func (b *backend) syncAt(ctx context.Context, observe bool) error {
 	events, err := b.sim.Advance(ctx)
 	if err != nil {
 		return fmt.Errorf("advancing the simulated cluster: %w", err)
 	}
-	b.rt.DeliverNow(ctx, b.svc.Observe(ctx, events))
+	if observe || len(events) > 0 {
+		b.rt.DeliverNow(ctx, b.svc.Observe(ctx, events))
+	}
+	b.rt.DeliverNow(ctx, b.sched.RunDue(ctx, b.clock.Now()))
 	return nil
 }
 

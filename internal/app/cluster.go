@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -42,11 +44,14 @@ func (o ClusterOptions) configured() bool { return o.Kubeconfig != "" || o.InClu
 // bridgeConfig translates gpubot's configuration for the bridge.
 func bridgeConfig(cfg *config.Config) k8sbridge.Config {
 	set, cl, k := cfg.Settings(), cfg.Cluster(), cfg.Kubernetes()
+	// Capacity comes from the cluster only: the configured simulated
+	// nodes are not used there.
 	bc := k8sbridge.Config{
-		Flavors: cl.Flavors, FallbackNodes: cl.Nodes, Policy: cl.Policy,
+		Flavors: cl.Flavors, Policy: cl.Policy,
 		Priorities: map[string]int32{}, Templates: maps.Clone(k.JobTemplates),
 		GPUResource: k.GPUResource, BlockLabel: k.BlockLabel, RackLabel: k.RackLabel, HostLabel: k.HostLabel,
 		PodsReadyTimeout: k.PodsReadyTimeout,
+		FlavorLabels:     k.FlavorLabels(), AcceleratorLabel: k.AcceleratorLabel, KueueNamespace: k.KueueNamespace,
 	}
 	for _, p := range set.Priorities {
 		bc.Priorities[p.Name] = p.Value
@@ -78,6 +83,12 @@ func runOnCluster(ctx context.Context, o Options, cfg *config.Config, db *store.
 		}
 		return nil
 	})
+	tel.detail(func(ctx context.Context) []string {
+		if !br.Ready() {
+			return nil
+		}
+		return kueueDetail(ctx, br)
+	})
 	if o.Cluster.HTTPAddr != "" {
 		stop, err := tel.serve(o.Cluster.HTTPAddr, log)
 		if err != nil {
@@ -96,10 +107,21 @@ func runOnCluster(ctx context.Context, o Options, cfg *config.Config, db *store.
 		log.Warn("configuration and cluster disagree", "problem", w)
 	}
 	set := cfg.Settings()
+	zombieOpts, err := clusterZombieOptions(cfg, db, br, log)
+	if err != nil {
+		return err
+	}
+	eng, sched, err := newDigests(cfg, db, br, log)
+	if err != nil {
+		return err
+	}
 	svc, err := commands.NewService(ctx, set, commands.Deps{
 		Cluster: br, Requests: db, IDs: db, Audit: tel.audit(db), Usage: db, Clock: wallClock{},
-	}, commands.WithLogger(log), commands.WithTracker(br))
+	}, append(zombieOpts, commands.WithLogger(log), commands.WithTracker(br), commands.WithDigests(eng), commands.WithKueueView(br))...)
 	if err != nil {
+		return err
+	}
+	if err := addSweep(sched, cfg, svc); err != nil {
 		return err
 	}
 	var (
@@ -116,7 +138,8 @@ func runOnCluster(ctx context.Context, o Options, cfg *config.Config, db *store.
 		tel.ready(ad.Ready)
 		sender = ad
 	} else {
-		con, err = console.New(o.Stdout, set.People, console.As(o.As), console.Interactive(o.Interactive), console.In(set.Location))
+		con, err = console.New(o.Stdout, set.People, console.As(o.As), console.Interactive(o.Interactive), console.In(set.Location),
+			console.Files(filepath.Join(o.DataDir, "files")))
 		if err != nil {
 			return err
 		}
@@ -137,6 +160,14 @@ func runOnCluster(ctx context.Context, o Options, cfg *config.Config, db *store.
 		})
 	}()
 	rt.DeliverNow(ctx, svc.Observe(ctx, nil))
+	// Post what was missed while gpubot was down, then let robfig/cron
+	// fire the scheduled jobs in real time.
+	rt.DeliverNow(ctx, sched.RunDue(ctx, time.Now()))
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		sched.RunCron(ctx, time.Now, rt.DeliverNow)
+	}()
 	every := o.Cluster.SweepEvery
 	if every <= 0 {
 		every = 30 * time.Second
@@ -191,4 +222,31 @@ func (b *liveBackend) Now() time.Time { return time.Now() }
 
 func (b *liveBackend) Advance(context.Context, time.Duration) error {
 	return errors.New("time is real on a Kubernetes cluster; :advance works only on the simulated cluster")
+}
+
+// kueueDetail is what /readyz says about the cluster besides being ready:
+// GPU nodes no flavor selects, and the Kueue features gpubot does not
+// model (its estimates for the teams affected are approximate).
+func kueueDetail(ctx context.Context, v commands.KueueView) []string {
+	rep, err := v.KueueReport(ctx)
+	if err != nil {
+		return []string{"reading what Kueue says: " + err.Error()}
+	}
+	var out []string
+	for _, u := range rep.Unmatched {
+		out = append(out, "unmatched nodes: "+u)
+	}
+	for _, u := range rep.Approximate {
+		teams := "all teams"
+		if len(u.Queues) > 0 {
+			teams = strings.Join(u.Queues, ", ")
+		}
+		out = append(out, fmt.Sprintf("not modelled (estimates approximate for %s): %s: %s", teams, u.Feature, u.Detail))
+	}
+	for _, f := range rep.Flavors {
+		if f.Nodes == 0 {
+			out = append(out, fmt.Sprintf("flavor %s has no nodes (it selects %s); work there waits until nodes appear", f.Flavor, f.Selects))
+		}
+	}
+	return out
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/gpubot/gpubot/bot"
 	slackbot "github.com/gpubot/gpubot/bot/slack"
 	"github.com/gpubot/gpubot/commands"
+	"github.com/gpubot/gpubot/digest"
 	"github.com/gpubot/gpubot/internal/config"
 	"github.com/gpubot/gpubot/simcluster"
 	"github.com/gpubot/gpubot/store"
@@ -26,6 +27,10 @@ type SlackOptions struct {
 	APIURL string
 	// Workers handle commands concurrently; default 4.
 	Workers int
+	// TokenRecheck is how far apart a token that Slack refuses while
+	// gpubot runs is checked again (three times, /readyz failing
+	// meanwhile) before gpubot stops with exit status 1; default 10 s.
+	TokenRecheck time.Duration
 }
 
 func (o SlackOptions) configured() bool { return o.BotToken != "" || o.AppToken != "" }
@@ -56,12 +61,16 @@ func newSlack(o Options, cfg *config.Config, svc *commands.Service, db *store.DB
 	if pace.Burst == 0 {
 		pace.Burst = 3
 	}
+	opts := []slackbot.Option{slackbot.WithLogger(log)}
+	if o.Slack.TokenRecheck > 0 {
+		opts = append(opts, slackbot.WithTokenRecheck(3, o.Slack.TokenRecheck))
+	}
 	ad := slackbot.New(slackbot.Config{BotToken: o.Slack.BotToken, AppToken: o.Slack.AppToken, APIURL: url, Pacing: pace},
 		svc, db,
-		slackbot.WithLogger(log),
-		slackbot.WithDeduper(db, dedupeTTL, c),
-		slackbot.WithObserver(func(method string, d time.Duration) { tel.slack.WithLabelValues(method).Observe(d.Seconds()) }),
-	)
+		append(opts,
+			slackbot.WithDeduper(db, dedupeTTL, c),
+			slackbot.WithObserver(func(method string, d time.Duration) { tel.slack.WithLabelValues(method).Observe(d.Seconds()) }),
+		)...)
 	if sc.MatchByEmail {
 		return ad, ad.MatchByEmail(cfg.Settings().People).Handler(svc)
 	}
@@ -80,7 +89,8 @@ func runSlackOnSim(ctx context.Context, o Options, cfg *config.Config, db *store
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	sim, fresh, err := simcluster.New(ctx, cfg.Cluster(), db, clk, func(err error) bool { return errors.Is(err, store.ErrNotFound) })
+	sim, fresh, err := simcluster.New(ctx, cfg.Cluster(), db, clk, func(err error) bool { return errors.Is(err, store.ErrNotFound) },
+		simcluster.WithPodsReadyTimeout(cfg.Kubernetes().PodsReadyTimeout))
 	if err != nil {
 		return err
 	}
@@ -88,13 +98,24 @@ func runSlackOnSim(ctx context.Context, o Options, cfg *config.Config, db *store
 		log.Warn("the simulated cluster's time is ahead of the clock (the console moved it); nothing happens in it until the clock catches up", "ahead", ahead.String())
 	}
 	tel := newTelemetry(db)
-	svc, err := commands.NewService(ctx, cfg.Settings(), commands.Deps{
-		Cluster: sim, Requests: db, IDs: db, Audit: tel.audit(db), Usage: db, Clock: clk,
-	}, commands.WithLogger(log))
+	eng, sched, err := newDigests(cfg, db, sim, log)
 	if err != nil {
 		return err
 	}
-	if err := svc.Seed(ctx, cfg.Seeds()); err != nil {
+	svc, err := commands.NewService(ctx, cfg.Settings(), commands.Deps{
+		Cluster: sim, Requests: db, IDs: db, Audit: tel.audit(db), Usage: db, Clock: clk,
+	}, append(simZombieOptions(cfg, db, sim, log), commands.WithLogger(log), commands.WithDigests(eng))...)
+	if err != nil {
+		return err
+	}
+	if err := addSweep(sched, cfg, svc); err != nil {
+		return err
+	}
+	ids, err := svc.Seed(ctx, cfg.Seeds())
+	if err != nil {
+		return err
+	}
+	if err := seedUses(ctx, cfg, sim, ids); err != nil {
 		return err
 	}
 	ad, handler := newSlack(o, cfg, svc, db, log, tel, clk)
@@ -119,7 +140,7 @@ func runSlackOnSim(ctx context.Context, o Options, cfg *config.Config, db *store
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		driveSim(ctx, clk, sim, svc, rt, every, log)
+		driveSim(ctx, clk, sim, svc, sched, rt, every, log)
 	}()
 	err = ad.Run(ctx, rt)
 	log.Info("gpubot stopped", "err", err)
@@ -138,9 +159,9 @@ func startRuntime(ctx context.Context, rt *bot.Runtime, wg *sync.WaitGroup) {
 }
 
 // driveSim keeps the simulated cluster at the clock's time: it catches up,
-// reports what happened, and sleeps until the next workload end, reminder
-// or sweep.
-func driveSim(ctx context.Context, clk clock.Clock, sim *simcluster.Cluster, svc *commands.Service, rt *bot.Runtime, every time.Duration, log *slog.Logger) {
+// reports what happened, runs the scheduled jobs that are due, and sleeps
+// until the next workload end, reminder, scheduled job or sweep.
+func driveSim(ctx context.Context, clk clock.Clock, sim *simcluster.Cluster, svc *commands.Service, sched *digest.Scheduler, rt *bot.Runtime, every time.Duration, log *slog.Logger) {
 	for ctx.Err() == nil {
 		now := clk.Now()
 		events, err := sim.Advance(ctx)
@@ -148,11 +169,15 @@ func driveSim(ctx context.Context, clk clock.Clock, sim *simcluster.Cluster, svc
 			log.Error("advancing the simulated cluster", "err", err)
 		}
 		rt.DeliverNow(ctx, svc.Observe(ctx, events))
+		rt.DeliverNow(ctx, sched.RunDue(ctx, now))
 		next := now.Add(every)
 		if t := sim.NextEvent(); t.After(now) && t.Before(next) {
 			next = t
 		}
 		if t := svc.NextWakeup(ctx, now); t.After(now) && t.Before(next) {
+			next = t
+		}
+		if t := sched.Next(); t.After(now) && t.Before(next) {
 			next = t
 		}
 		d := next.Sub(clk.Now())

@@ -14,6 +14,7 @@ import (
 	"github.com/gpubot/gpubot/allocator"
 	"github.com/gpubot/gpubot/commands"
 	"github.com/gpubot/gpubot/deploy"
+	"github.com/gpubot/gpubot/digest"
 )
 
 // Config is a validated configuration. It is immutable: every accessor
@@ -25,6 +26,13 @@ type Config struct {
 	seeds    []commands.Seed
 	kube     Kubernetes
 	slack    Slack
+	zombies  Zombies
+	metrics  Metrics
+	// seedUse is how each seed uses its GPUs, in the order of seeds.
+	seedUse []SeedUse
+	// digests and the weekly report (report is zero without one).
+	digests []digest.Posting
+	report  digest.Posting
 }
 
 // Load reads and validates the YAML file at path. Problems in the file are
@@ -73,7 +81,7 @@ func (d *decoder) document(data []byte) (root *yaml.Node, ok bool) {
 		if errors.Is(err, io.EOF) {
 			return nil, true
 		}
-		d.syntaxError(err)
+		d.syntaxError(err, data)
 		return nil, false
 	}
 	var next yaml.Node
@@ -81,7 +89,7 @@ func (d *decoder) document(data []byte) (root *yaml.Node, ok bool) {
 	case err == nil:
 		d.errorf(&next, "", "a config file holds one YAML document; remove the \"---\" and what follows, or merge it into the first")
 	case !errors.Is(err, io.EOF):
-		d.syntaxError(err)
+		d.syntaxError(err, data)
 		return nil, false
 	}
 	if len(doc.Content) == 0 {
@@ -177,6 +185,7 @@ func (c *Config) Settings() commands.Settings {
 	s.Priorities = slices.Clone(s.Priorities)
 	s.Approval.Priorities = slices.Clone(s.Approval.Priorities)
 	s.Templates = slices.Clone(s.Templates)
+	s.Zombies = c.zombies.Policy
 	return s
 }
 

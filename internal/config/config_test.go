@@ -94,7 +94,7 @@ func TestDefaultCluster(t *testing.T) {
 		t.Errorf("Queues (-want +got):\n%s", diff)
 	}
 
-	wantPolicy := allocator.Policy{Mode: allocator.FairSharing, HalfLife: 7 * 24 * time.Hour, EntryPenalty: time.Hour}
+	wantPolicy := allocator.Policy{Mode: allocator.BestEffortFIFO, HalfLife: 7 * 24 * time.Hour, EntryPenalty: time.Hour}
 	if diff := cmp.Diff(wantPolicy, c.Policy); diff != "" {
 		t.Errorf("Policy (-want +got):\n%s", diff)
 	}
@@ -130,6 +130,8 @@ func TestDefaultSettings(t *testing.T) {
 		Templates:       []string{"default", "pytorch-ddp", "dev-box"},
 		DefaultChannel:  "#gpu",
 		Location:        berlin,
+		Zombies: commands.ZombiePolicy{IdleThreshold: 5, IdleWindow: 30 * time.Minute, LeadsGrace: 30 * time.Minute,
+			ReleaseGrace: 30 * time.Minute, KeepFor: 24 * time.Hour, Release: true},
 	}
 	if diff := cmp.Diff(want, mustDefault(t).Settings(), locations); diff != "" {
 		t.Errorf("Settings() (-want +got):\n%s", diff)

@@ -44,12 +44,17 @@ var (
 	slackUser = regexp.MustCompile(`^[UW][A-Z0-9]+$`)
 	// channel is a Slack channel name (#gpu-nlp) or ID (C0123ABCD).
 	channel = regexp.MustCompile(`^(#[a-z0-9][-_a-z0-9]{0,79}|[CG][A-Z0-9]+)$`)
+	// labelKey and labelValue are Kubernetes label names (an optional
+	// DNS-subdomain prefix and a name) and values.
+	labelKey   = regexp.MustCompile(`^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$`)
+	labelValue = regexp.MustCompile(`^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$`)
 )
 
 const (
-	labelRule   = "lowercase letters, digits and '-', starting and ending with a letter or digit, at most 63 characters"
-	handleRule  = "lowercase letters, digits, '.', '_' and '-', starting and ending with a letter or digit"
-	channelRule = `a channel name like "#gpu" or a channel ID like C0123ABCD`
+	labelRule      = "lowercase letters, digits and '-', starting and ending with a letter or digit, at most 63 characters"
+	handleRule     = "lowercase letters, digits, '.', '_' and '-', starting and ending with a letter or digit"
+	channelRule    = `a channel name like "#gpu" or a channel ID like C0123ABCD`
+	labelValueRule = "at most 63 letters, digits, '-', '_' and '.', starting and ending with a letter or digit"
 )
 
 // parser turns the checked YAML tree into a Config, remembering where each
@@ -95,7 +100,8 @@ func (p *parser) config(root *yaml.Node) *Config {
 
 	f := p.mapping(root, "",
 		"timezone", "defaultChannel", "admission", "priorities", "defaultPriority",
-		"requests", "approval", "templates", "flavors", "people", "teams", "simulation", "kubernetes", "slack")
+		"requests", "approval", "templates", "flavors", "people", "teams", "simulation", "kubernetes", "slack",
+		"zombies", "metrics", "digests", "report")
 	p.timezone(f)
 	p.defaultChannel(f)
 	p.admission(f.get("admission"))
@@ -110,6 +116,11 @@ func (p *parser) config(root *yaml.Node) *Config {
 	p.checkQuotaTotals()
 	p.kubernetes(f.get("kubernetes"))
 	p.slackSection(f.get("slack"))
+	p.zombiesSection(f.get("zombies"))
+	p.cfg.zombies.Policy.PodsReadyTimeout = p.cfg.kube.PodsReadyTimeout
+	p.metricsSection(f.get("metrics"))
+	p.digestList(f.get("digests"))
+	p.reportSection(f.get("report"))
 	if n := f.get("simulation"); n != nil {
 		s := p.mapping(n, "simulation", "running")
 		if r := s.get("running"); r != nil {
