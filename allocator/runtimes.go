@@ -39,7 +39,7 @@ var DefaultLearnOptions = LearnOptions{Low: 0.1, High: 0.9, Prior: 4}
 // levels, each narrower one mixed with a broader prior weighing Prior
 // samples:
 //
-//	all          the samples of every team
+//	all          the samples of every team + Prior × uniform over DefaultRange
 //	template t   t's samples + Prior × all
 //	team q       q's samples + Prior × all
 //	q and t      their samples + Prior × (½ team q + ½ template t)
@@ -183,15 +183,28 @@ func (m *RuntimeModel) Median(team, template string) float64 {
 // cdf returns the distribution function of the mixture for the cell.
 func (m *RuntimeModel) cdf(team, template string) func(float64) float64 {
 	k := m.opts.Prior
-	all := empirical(m.all)
 	mix := func(own []float64, prior func(float64) float64) func(float64) float64 {
 		n := float64(len(own))
 		e := empirical(own)
 		return func(v float64) float64 { return (n*e(v) + k*prior(v)) / (n + k) }
 	}
+	all := mix(m.all, uniformDefault)
 	tm := mix(m.tmpl[template], all)
 	tq := mix(m.team[team], all)
 	return mix(m.cell[[2]string{team, template}], func(v float64) float64 { return (tm(v) + tq(v)) / 2 })
+}
+
+// uniformDefault is the distribution function of the root prior:
+// uniform over DefaultRange.
+func uniformDefault(v float64) float64 {
+	lo, hi := DefaultRange.Low, DefaultRange.High
+	switch {
+	case v < lo:
+		return 0
+	case v >= hi:
+		return 1
+	}
+	return (v - lo) / (hi - lo)
 }
 
 // empirical is the distribution function of sorted samples (0 for none).
@@ -205,23 +218,25 @@ func empirical(sorted []float64) func(float64) float64 {
 	}
 }
 
-// quantile is the smallest ratio learned from (every level's samples
-// are among all of them) where cdf reaches q, and 1 (the requested
-// duration, the time limit) for q ≥ 1 or where none does.
+// quantile is the smallest ratio in [0, 1] where cdf reaches q, to
+// 1e-6, and 1 (the requested duration, the time limit) for q ≥ 1.
 func (m *RuntimeModel) quantile(cdf func(float64) float64, q float64) float64 {
 	if q >= 1 {
 		return 1
 	}
-	i, _ := slices.BinarySearchFunc(m.all, q, func(v, q float64) int {
-		if cdf(v) >= q {
-			return 1
-		}
-		return -1
-	})
-	if i == len(m.all) {
-		return 1
+	lo, hi := 0.0, 1.0
+	if cdf(lo) >= q {
+		return lo
 	}
-	return m.all[i]
+	for hi-lo > 1e-6 {
+		mid := (lo + hi) / 2
+		if cdf(mid) >= q {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi
 }
 
 // ArrivalSample is one request that arrived: when, its queue and
