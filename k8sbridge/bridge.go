@@ -59,6 +59,7 @@ type Bridge struct {
 	log      *slog.Logger
 	clock    clock.PassiveClock
 	requests RequestLookup
+	server   string // the API server's URL, for messages
 
 	coreFactory  informers.SharedInformerFactory
 	ownedFactory informers.SharedInformerFactory

@@ -49,6 +49,12 @@ type Options struct {
 	// LogFile: "" is DataDir/gpubot.log, "-" is Stderr.
 	LogFile  string
 	LogLevel slog.Level
+	// LogFormat is "text" (the default, log/slog's key=value) or "json"
+	// (one JSON object per line, for log collectors).
+	LogFormat string
+	// Chat is where people talk to gpubot; ChatAuto (the zero value) is
+	// Slack when Slack has tokens, else the console.
+	Chat Chat
 	// Cluster connects a real Kubernetes cluster; the zero value runs on
 	// the simulated cluster (see cluster.go).
 	Cluster ClusterOptions
@@ -91,7 +97,10 @@ func Run(ctx context.Context, o Options) (err error) {
 	if o.Cluster.configured() {
 		return runOnCluster(ctx, o, cfg, db, log)
 	}
-	if o.Slack.configured() {
+	if err := claimDataDir(ctx, db, o.DataDir, simulated); err != nil {
+		return err
+	}
+	if o.onSlack() {
 		return runSlackOnSim(ctx, o, cfg, db, log)
 	}
 	start := o.Start
@@ -135,6 +144,11 @@ func Run(ctx context.Context, o Options) (err error) {
 	return nil
 }
 
+// onSlack reports whether Run serves Slack rather than the console.
+func (o Options) onSlack() bool {
+	return o.Chat == ChatSlack || (o.Chat == ChatAuto && o.Slack.configured())
+}
+
 func loadConfig(path string) (*config.Config, error) {
 	if path == "" {
 		return config.Default()
@@ -163,7 +177,15 @@ func logger(o Options) (*slog.Logger, func(), error) {
 		}
 		w, closer = f, func() { f.Close() }
 	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: o.LogLevel})), closer, nil
+	ho := &slog.HandlerOptions{Level: o.LogLevel}
+	switch o.LogFormat {
+	case "", "text":
+		return slog.New(slog.NewTextHandler(w, ho)), closer, nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, ho)), closer, nil
+	}
+	closer()
+	return nil, nil, fmt.Errorf("log format %q: want text or json", o.LogFormat)
 }
 
 // backend connects the console to the runtime, the simulated cluster and

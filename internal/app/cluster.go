@@ -95,6 +95,13 @@ func runOnCluster(ctx context.Context, o Options, cfg *config.Config, db *store.
 	for _, w := range warnings {
 		log.Warn("configuration and cluster disagree", "problem", w)
 	}
+	id, err := br.Identity(ctx)
+	if err != nil {
+		return err
+	}
+	if err := claimDataDir(ctx, db, o.DataDir, dataOwner{Kind: "kubernetes", UID: id.UID, Server: id.Server}); err != nil {
+		return err
+	}
 	set := cfg.Settings()
 	svc, err := commands.NewService(ctx, set, commands.Deps{
 		Cluster: br, Requests: db, IDs: db, Audit: tel.audit(db), Usage: db, Clock: wallClock{},
@@ -108,7 +115,7 @@ func runOnCluster(ctx context.Context, o Options, cfg *config.Config, db *store.
 		sender  bot.Sender
 		handler bot.Handler = svc
 	)
-	if o.Slack.configured() {
+	if o.onSlack() {
 		ad, handler = newSlack(o, cfg, svc, db, log, tel, clock.RealClock{})
 		if err := ad.Check(ctx); err != nil {
 			return err

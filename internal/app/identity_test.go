@@ -1,0 +1,80 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"io"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpubot/gpubot/simcluster"
+	"github.com/gpubot/gpubot/store"
+)
+
+func TestDataDirBelongsToOneCluster(t *testing.T) {
+	ctx := context.Background()
+	prod := dataOwner{Kind: "kubernetes", UID: "9f1c", Server: "https://prod:6443"}
+	staging := dataOwner{Kind: "kubernetes", UID: "77ab", Server: "https://staging:6443"}
+	type claim struct {
+		owner dataOwner
+		ok    bool
+	}
+	cases := map[string]struct {
+		legacySim bool // a data directory from before the record, with the simulated cluster's state
+		claims    []claim
+	}{
+		"simulated, then a real cluster": {claims: []claim{{simulated, true}, {simulated, true}, {prod, false}}},
+		"a real cluster, then another":   {claims: []claim{{prod, true}, {prod, true}, {staging, false}, {simulated, false}}},
+		"legacy simulated directory":     {legacySim: true, claims: []claim{{prod, false}, {simulated, true}, {prod, false}}},
+		"legacy directory of a cluster":  {claims: []claim{{staging, true}, {prod, false}}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			db, err := store.Open(filepath.Join(dir, "gpubot.db"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			if tc.legacySim {
+				if err := db.PutState(ctx, simcluster.StateName, []byte("{}")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i, c := range tc.claims {
+				err := claimDataDir(ctx, db, dir, c.owner)
+				if c.ok != (err == nil) {
+					t.Fatalf("claim %d (%s): err = %v, want ok=%v", i, c.owner, err, c.ok)
+				}
+				if err != nil {
+					if !errors.Is(err, ErrOtherCluster) {
+						t.Errorf("claim %d: %v is not ErrOtherCluster", i, err)
+					}
+					if !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), c.owner.String()) || !strings.Contains(err.Error(), "--data-dir") {
+						t.Errorf("claim %d: message does not name the directory, both clusters and the way out: %v", i, err)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestConsoleRecordsTheSimulatedCluster: the embedded default claims its
+// data directory, so that a later run on a real cluster is refused before
+// it touches anything.
+func TestConsoleRecordsTheSimulatedCluster(t *testing.T) {
+	dir := t.TempDir()
+	if err := Run(context.Background(), Options{DataDir: dir, Stdin: strings.NewReader("/gpu capacity\n"), Stdout: io.Discard, LogFile: "-", Stderr: io.Discard}); err != nil {
+		t.Fatal(err)
+	}
+	db, err := store.Open(filepath.Join(dir, "gpubot.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	err = claimDataDir(context.Background(), db, dir, dataOwner{Kind: "kubernetes", UID: "x", Server: "https://k:6443"})
+	if !errors.Is(err, ErrOtherCluster) {
+		t.Fatalf("claiming the console's directory for a cluster: %v, want ErrOtherCluster", err)
+	}
+}
