@@ -192,6 +192,10 @@ func (a *Adapter) Ready() error {
 // Pending is the number of Web API calls waiting in the outbound queue.
 func (a *Adapter) Pending() int { return a.q.Pending() }
 
+// RateLimited is the number of Web API calls Slack answered with HTTP 429
+// so far (each was tried again after its Retry-After).
+func (a *Adapter) RateLimited() uint64 { return a.q.RateLimited() }
+
 // Run checks the tokens, connects and serves until ctx ends (nil) or
 // Slack refuses a token (ErrBotToken or ErrAppToken, wrapped). Work goes
 // to in. On the way out it gives queued replies up to 5 s to go out.

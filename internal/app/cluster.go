@@ -104,11 +104,12 @@ func runOnCluster(ctx context.Context, o Options, cfg *config.Config, db *store.
 	}
 	set := cfg.Settings()
 	svc, err := commands.NewService(ctx, set, commands.Deps{
-		Cluster: br, Requests: db, IDs: db, Audit: tel.audit(db), Usage: db, Clock: wallClock{},
+		Cluster: br, Requests: tel.watchRequests(db), IDs: db, Audit: tel.audit(db), Usage: db, Clock: wallClock{},
 	}, commands.WithLogger(log), commands.WithTracker(br))
 	if err != nil {
 		return err
 	}
+	tel.watchCluster(svc, db, time.Now)
 	var (
 		con     *console.Console
 		ad      *slackbot.Adapter
@@ -121,6 +122,7 @@ func runOnCluster(ctx context.Context, o Options, cfg *config.Config, db *store.
 			return err
 		}
 		tel.ready(ad.Ready)
+		tel.watchSlack(ad)
 		sender = ad
 	} else {
 		con, err = console.New(o.Stdout, set.People, console.As(o.As), console.Interactive(o.Interactive), console.In(set.Location))

@@ -89,11 +89,12 @@ func runSlackOnSim(ctx context.Context, o Options, cfg *config.Config, db *store
 	}
 	tel := newTelemetry(db)
 	svc, err := commands.NewService(ctx, cfg.Settings(), commands.Deps{
-		Cluster: sim, Requests: db, IDs: db, Audit: tel.audit(db), Usage: db, Clock: clk,
+		Cluster: sim, Requests: tel.watchRequests(db), IDs: db, Audit: tel.audit(db), Usage: db, Clock: clk,
 	}, commands.WithLogger(log))
 	if err != nil {
 		return err
 	}
+	tel.watchCluster(svc, db, clk.Now)
 	if err := svc.Seed(ctx, cfg.Seeds()); err != nil {
 		return err
 	}
@@ -102,6 +103,7 @@ func runSlackOnSim(ctx context.Context, o Options, cfg *config.Config, db *store
 		return err
 	}
 	tel.ready(ad.Ready)
+	tel.watchSlack(ad)
 	if o.Cluster.HTTPAddr != "" {
 		stop, err := tel.serve(o.Cluster.HTTPAddr, log)
 		if err != nil {
