@@ -45,7 +45,7 @@ func newTelemetry(requests commands.RequestStore) *telemetry {
 			Help: "Latency of Slack API calls, by method.", Buckets: prometheus.ExponentialBuckets(0.01, 2, 12)}, []string{"method"}),
 	}
 	t.wait = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "gpubot_request_wait_seconds",
-		Help: "Time from a request to its admission (approval and requeues included), observed at each admission, by team and priority.",
+		Help:    "Time from a request to its admission (approval and requeues included), observed at each admission, by team and priority.",
 		Buckets: []float64{60, 300, 900, 1800, 3600, 2 * 3600, 4 * 3600, 8 * 3600, 16 * 3600, 24 * 3600, 2 * 86400, 4 * 86400, 7 * 86400}},
 		[]string{"team", "priority"})
 	t.reg.MustRegister(t.decisions, t.api, t.slack, t.wait, &requestCollector{requests: requests},
@@ -121,4 +121,3 @@ func (a countingAudit) AppendAudit(ctx context.Context, e records.AuditEntry) (u
 	a.c.WithLabelValues(e.Action, e.Outcome).Inc()
 	return a.AuditLog.AppendAudit(ctx, e)
 }
-

@@ -179,7 +179,10 @@ type zombieCollector struct {
 	now func() time.Time
 }
 
-func (c zombieCollector) Describe(ch chan<- *prometheus.Desc) { ch <- descZombies; ch <- descZombieGPUs }
+func (c zombieCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descZombies
+	ch <- descZombieGPUs
+}
 
 func (c zombieCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
