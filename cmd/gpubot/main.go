@@ -47,6 +47,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runBot(cmd, args, stdin, stdout, stderr)
 	case "simulate":
 		return runSimulate(args, stdout, stderr)
+	case "config":
+		return runConfig(args, stdout, stderr)
+	case "audit":
+		return runAudit(args, stdout, stderr)
+	case "usage":
+		return runUsage(args, stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "gpubot: unknown command %q\n\n%s", cmd, usage)
 	return 2
