@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/gpubot/gpubot/internal/app"
@@ -172,3 +173,31 @@ func isSet(fs *flag.FlagSet, name string) bool {
 	return set
 }
 
+
+const rbacUsage = `Usage: gpubot rbac [flags]
+
+Print the Kubernetes RBAC gpubot needs to drive a cluster with this
+configuration: a ClusterRole that only reads what is cluster-scoped
+(nodes, ResourceFlavors, Topologies, ClusterQueues, Cohorts,
+WorkloadPriorityClasses, the kube-system namespace for the cluster's
+identity) and, in each team namespace, a Role and RoleBinding for Jobs,
+Workloads, LocalQueues and Pods there. Nothing is granted elsewhere.
+  gpubot rbac --config gpubot.yaml | kubectl apply -f -
+
+Flags:
+`
+
+func runRBAC(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("gpubot rbac", rbacUsage, stderr)
+	cfg := fs.String("config", os.Getenv("GPUBOT_CONFIG"), "configuration `file`; default: the bundled example, or $GPUBOT_CONFIG")
+	sa := fs.String("service-account", "gpubot", "gpubot's ServiceAccount `name`")
+	ns := fs.String("namespace", "gpubot-system", "the `namespace` of gpubot's ServiceAccount")
+	if code, stop := parse(fs, args, 0); stop {
+		return code
+	}
+	if err := app.RBAC(app.RBACOptions{ConfigPath: *cfg, ServiceAccount: *sa, Namespace: *ns}, stdout); err != nil {
+		fmt.Fprintf(stderr, "gpubot rbac: %v\n", err)
+		return 1
+	}
+	return 0
+}

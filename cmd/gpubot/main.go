@@ -53,6 +53,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runAudit(args, stdout, stderr)
 	case "usage":
 		return runUsage(args, stdout, stderr)
+	case "rbac":
+		return runRBAC(args, stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "gpubot: unknown command %q\n\n%s", cmd, usage)
 	return 2

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpubot/gpubot/commands"
 	"github.com/gpubot/gpubot/internal/config"
+	"github.com/gpubot/gpubot/k8sbridge"
 	"github.com/gpubot/gpubot/records"
 	"github.com/gpubot/gpubot/store"
 )
@@ -243,4 +244,36 @@ func ParseSince(s string, now time.Time) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("%q is neither a duration like 30d or 12h nor a time like 2026-11-01 or 2026-11-01T09:00:00Z", s)
 	}
 	return now.Add(-d), nil
+}
+
+// RBACOptions say what RBAC writes.
+type RBACOptions struct {
+	// ConfigPath is the configuration whose team namespaces get a Role;
+	// "" is the bundled example.
+	ConfigPath string
+	// ServiceAccount and Namespace name gpubot's ServiceAccount.
+	ServiceAccount, Namespace string
+}
+
+// RBAC writes the Kubernetes RBAC manifests gpubot needs for a
+// configuration: a read-only ClusterRole for cluster-scoped objects and a
+// Role per team namespace (see k8sbridge.RBAC).
+func RBAC(o RBACOptions, w io.Writer) error {
+	cfg, err := loadConfig(o.ConfigPath)
+	if err != nil {
+		return err
+	}
+	data, err := k8sbridge.RBAC(bridgeConfig(cfg), k8sbridge.RBACOptions{ServiceAccount: o.ServiceAccount, Namespace: o.Namespace})
+	if err != nil {
+		return err
+	}
+	src := o.ConfigPath
+	if src == "" {
+		src = "the bundled example configuration"
+	}
+	fmt.Fprintf(w, "# gpubot's RBAC for %s, written by gpubot rbac: a ClusterRole that only\n"+
+		"# reads cluster-scoped objects, and a Role in each team namespace. Regenerate\n"+
+		"# it when teams or their namespaces change; do not edit it by hand.\n", src)
+	_, err = w.Write(data)
+	return err
 }
