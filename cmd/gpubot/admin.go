@@ -173,7 +173,6 @@ func isSet(fs *flag.FlagSet, name string) bool {
 	return set
 }
 
-
 const rbacUsage = `Usage: gpubot rbac [flags]
 
 Print the Kubernetes RBAC gpubot needs to drive a cluster with this
