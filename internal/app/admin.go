@@ -267,8 +267,8 @@ func RBAC(o RBACOptions, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	src := o.ConfigPath
-	if src == "" {
+	src := filepath.Base(o.ConfigPath)
+	if o.ConfigPath == "" {
 		src = "the bundled example configuration"
 	}
 	fmt.Fprintf(w, "# gpubot's RBAC for %s, written by gpubot rbac: a ClusterRole that only\n"+
