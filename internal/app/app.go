@@ -126,7 +126,8 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err := svc.Seed(ctx, cfg.Seeds()); err != nil {
 		return fmt.Errorf("seeding the simulated cluster from %s: %w", cfg.Name(), err)
 	}
-	con, err := console.New(o.Stdout, set.People, console.As(o.As), console.Interactive(o.Interactive), console.In(set.Location))
+	con, err := console.New(o.Stdout, set.People, console.As(o.As), console.Interactive(o.Interactive), console.In(set.Location),
+		console.History(filepath.Join(o.DataDir, consoleHistory)), console.Completion(svc.Vocabulary()))
 	if err != nil {
 		return err
 	}
@@ -256,6 +257,9 @@ func (c *ManualClock) Set(t time.Time) {
 	defer c.mu.Unlock()
 	c.t = t
 }
+
+// consoleHistory is the console's line history in the data directory.
+const consoleHistory = "console_history"
 
 // DefaultDataDir is the per-user state directory:
 // $XDG_STATE_HOME/gpubot, else ~/.local/state/gpubot.
