@@ -134,7 +134,8 @@ func runOnCluster(ctx context.Context, o Options, cfg *config.Config, db *store.
 		sender = con
 	}
 	rt := bot.New(handler, sender, bot.WithDeduper(db, dedupeTTL, wallClock{}), bot.WithLogger(log), bot.WithWorkers(o.Slack.workers()))
-	log.Info("gpubot starting on a Kubernetes cluster", "config", cfg.Name(), "cluster", clusterName(o.Cluster), "dataDir", o.DataDir, "slack", ad != nil)
+	log.Info("gpubot starting on a Kubernetes cluster", "config", cfg.Name(), "cluster", clusterName(o.Cluster), "server", id.Server, "clusterUID", id.UID,
+		"dataDir", o.DataDir, "slack", ad != nil)
 	owned, err := br.Owned(ctx)
 	if err != nil {
 		return err

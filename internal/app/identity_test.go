@@ -3,7 +3,9 @@ package app
 import (
 	"context"
 	"errors"
+	"encoding/json"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -76,5 +78,37 @@ func TestConsoleRecordsTheSimulatedCluster(t *testing.T) {
 	err = claimDataDir(context.Background(), db, dir, dataOwner{Kind: "kubernetes", UID: "x", Server: "https://k:6443"})
 	if !errors.Is(err, ErrOtherCluster) {
 		t.Fatalf("claiming the console's directory for a cluster: %v, want ErrOtherCluster", err)
+	}
+}
+
+// TestJSONLogs: --log-format json writes one JSON object per line, with a
+// line for each command.
+func TestJSONLogs(t *testing.T) {
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "gpubot.log")
+	err := Run(context.Background(), Options{DataDir: dir, Stdin: strings.NewReader("/gpu capacity\n/gpu status\n"), Stdout: io.Discard,
+		LogFile: logPath, LogFormat: "json"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var verbs []string
+	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var e struct{ Msg, Verb string }
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			t.Fatalf("log line %q is not JSON: %v", l, err)
+		}
+		if e.Msg == "command handled" {
+			verbs = append(verbs, e.Verb)
+		}
+	}
+	if strings.Join(verbs, ",") != "capacity,status" {
+		t.Errorf("command lines for %v, want capacity and status", verbs)
+	}
+	if err := Run(context.Background(), Options{DataDir: dir, Stdin: strings.NewReader(""), Stdout: io.Discard, LogFile: "-", LogFormat: "xml"}); err == nil {
+		t.Error("log format xml was accepted")
 	}
 }
