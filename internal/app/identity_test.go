@@ -2,8 +2,8 @@ package app
 
 import (
 	"context"
-	"errors"
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
