@@ -128,8 +128,7 @@ Flags:
 func runUsage(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] != "export" {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-			fmt.Fprint(stdout, "Usage: gpubot usage export [flags]\n")
-			return 0
+			return runUsage([]string{"export", "--help"}, stdout, stderr)
 		}
 		fmt.Fprint(stderr, "Usage: gpubot usage export [flags]; see gpubot usage export --help\n")
 		return 2

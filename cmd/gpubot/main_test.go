@@ -29,6 +29,10 @@ func TestHelpAndVersion(t *testing.T) {
 		"run --help":     {args: []string{"run", "--help"}, stderr: []string{"Usage: gpubot [run]", "Socket Mode", "SLACK_BOT_TOKEN", "SLACK_APP_TOKEN_FILE", "SLACK_API_URL", "\n  --http-addr address\n"}},
 		"slack --help":   {args: []string{"slack", "--help"}, stderr: []string{"Usage: gpubot slack", "are required", "\n  --in-cluster\n"}},
 		"version":        {args: []string{"version"}, stdout: []string{"gpubot "}},
+		"help config":    {args: []string{"help", "config"}, stdout: []string{"Usage: gpubot config check FILE", "file:line"}},
+		"help audit":     {args: []string{"help", "audit"}, stderr: []string{"Usage: gpubot audit", "\n  --since time\n", "\n  --request id\n", "\n  --json\n"}},
+		"help usage":     {args: []string{"help", "usage"}, stderr: []string{"Usage: gpubot usage export", "\n  --since time\n", "\n  --csv\n"}},
+		"help rbac":      {args: []string{"help", "rbac"}, stderr: []string{"Usage: gpubot rbac", "\n  --config file\n", "\n  --namespace namespace\n"}},
 		"unknown":        {args: []string{"frobnicate"}, code: 2, stderr: []string{`unknown command "frobnicate"`, "Commands:"}},
 		"bad flag":       {args: []string{"console", "--nope"}, code: 2, stderr: []string{"flag provided but not defined: -nope"}},
 		"bad level":      {args: []string{"console", "--log-level", "loud"}, code: 2, stderr: []string{"--log-level"}},
@@ -95,8 +99,8 @@ func writeFile(path, text string) error { return os.WriteFile(path, []byte(text)
 // TestNoSingleDashFlagsInHelp: every flag in every command's help is
 // shown as it is typed, with two dashes.
 func TestNoSingleDashFlagsInHelp(t *testing.T) {
-	for _, cmd := range []string{"console", "run", "slack"} {
-		_, _, errw := runCLI(t, "", cmd, "--help")
+	for _, cmd := range [][]string{{"console"}, {"run"}, {"slack"}, {"simulate"}, {"audit"}, {"rbac"}, {"usage", "export"}} {
+		_, _, errw := runCLI(t, "", append(cmd, "--help")...)
 		for _, line := range strings.Split(errw, "\n") {
 			if strings.HasPrefix(strings.TrimSpace(line), "-") && !strings.HasPrefix(strings.TrimSpace(line), "--") {
 				t.Errorf("%s --help shows a single-dash flag: %q", cmd, line)
