@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"errors"
 	"log/slog"
 	"time"
 )
@@ -39,4 +40,34 @@ func (s *Service) logCall(c *call, took time.Duration) {
 		attrs = append(attrs, slog.String("text", c.in.Text))
 	}
 	s.log.LogAttrs(c.ctx, slog.LevelInfo, "command handled", attrs...)
+}
+
+// logAction writes the log line of one operation on the cluster (submit,
+// remove, extend, preempt) made while handling a call.
+func (s *Service) logAction(c *call, op Op, err error, took time.Duration) {
+	id := op.ID
+	if op.Kind == OpSubmit {
+		id = op.Workload.ID
+	}
+	outcome, level := "ok", slog.LevelInfo
+	var refusal *Refusal
+	switch {
+	case errors.As(err, &refusal):
+		outcome = "refused"
+	case err != nil:
+		outcome, level = "error", slog.LevelWarn
+	}
+	person := ""
+	if c.who != nil {
+		person = c.who.Name
+	}
+	attrs := []slog.Attr{slog.String("person", person), slog.String("action", string(op.Kind)), slog.String("request", id),
+		slog.String("outcome", outcome), slog.Float64("latencyMs", float64(took.Microseconds())/1000)}
+	if len(op.Victims) > 0 {
+		attrs = append(attrs, slog.Any("victims", op.Victims))
+	}
+	if err != nil {
+		attrs = append(attrs, slog.String("err", err.Error()))
+	}
+	s.log.LogAttrs(c.ctx, level, "cluster action", attrs...)
 }

@@ -70,15 +70,29 @@ func TestOneLogLinePerCommandAndButton(t *testing.T) {
 				LatencyMs float64
 				Text      string
 			}
+			type action struct {
+				Msg, Person, Action, Request, Outcome string
+				LatencyMs                             float64
+			}
 			var got []line
+			var actions []action
 			for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
 				var v line
 				if err := json.Unmarshal([]byte(l), &v); err != nil {
 					t.Fatalf("log line %q is not JSON: %v", l, err)
 				}
-				if v.Msg == "command handled" {
+				switch v.Msg {
+				case "command handled":
 					got = append(got, v)
+				case "cluster action":
+					var a action
+					_ = json.Unmarshal([]byte(l), &a)
+					actions = append(actions, a)
 				}
+			}
+			// r1 needed approval: it went to the cluster when bob approved.
+			if d := cmp.Diff([]action{{Msg: "cluster action", Person: "bob", Action: "submit", Request: "r1", Outcome: "ok", LatencyMs: 5}}, actions); d != "" {
+				t.Errorf("cluster action lines (-want +got):\n%s", d)
 			}
 			text := func(s string) string {
 				if level == slog.LevelDebug {
@@ -97,6 +111,7 @@ func TestOneLogLinePerCommandAndButton(t *testing.T) {
 			for i := range want {
 				want[i].Msg, want[i].LatencyMs = "command handled", 5
 			}
+			want[3].LatencyMs = 15 // the approval's submit read the ticking clock twice more
 			if d := cmp.Diff(want, got); d != "" {
 				t.Errorf("log lines (-want +got):\n%s\nlog:\n%s", d, buf.String())
 			}

@@ -296,10 +296,12 @@ func (s *Service) audit(c *call, actor, action, target, outcome, detail string) 
 // estimates of waiting requests, so a successful op marks the call as
 // changed, even when it caused no event.
 func (s *Service) apply(c *call, op Op) ([]allocator.Event, error) {
+	began := s.watch.Now()
 	events, err := s.deps.Cluster.Apply(c.ctx, op)
 	if err == nil {
 		c.changed = true
 	}
+	s.logAction(c, op, err, s.watch.Now().Sub(began))
 	return events, err
 }
 
