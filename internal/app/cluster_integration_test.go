@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -108,7 +109,8 @@ func TestConsoleOnARealCluster(t *testing.T) {
 	if _, err := c.kube.BatchV1().Jobs("nlp").Create(ctx, job, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	var out bytes.Buffer
+	// The log and the console write from different goroutines.
+	var out lockedBuffer
 	err := app.Run(ctx, app.Options{DataDir: t.TempDir(), As: "alice", LogFile: "-", Stderr: &out, Stdout: &out,
 		Stdin:   strings.NewReader("/gpu request 8xh100 for 1h\n/gpu track nlp/ci-eval\n/gpu status\n"),
 		Cluster: app.ClusterOptions{Kubeconfig: c.env.Kubeconfig}})
@@ -142,6 +144,30 @@ func TestConsoleOnARealCluster(t *testing.T) {
 	if err != nil || len(after.Items) != len(jobs.Items) {
 		t.Errorf("after the refusal there are %d gpubot Jobs (%v), want still %d", len(after.Items), err, len(jobs.Items))
 	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for concurrent writers.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func (l *lockedBuffer) Reset() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b.Reset()
 }
 
 // TestSlackOnARealCluster runs gpubot on (fake) Slack against a real API
