@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/csv"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -113,6 +114,19 @@ func TestUsageExportCSV(t *testing.T) {
 	// end, counted from the start of the period to the newest entry.
 	if r := byID["r2"]; len(r) != 8 || r[6] != "" || r[7] != "528.00" {
 		t.Errorf("running r2 = %v, want an empty end and 48 × 11h = 528.00 GPU-hours", r)
+	}
+}
+
+func TestAdminCommandsNeedADataDirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "typo")
+	for _, args := range [][]string{{"audit"}, {"usage", "export"}} {
+		code, _, errw := runCLI(t, "", append(args, "--data-dir", dir)...)
+		if code != 1 || !strings.Contains(errw, "holds no gpubot data") {
+			t.Errorf("%v on a missing directory: exit %d, stderr:\n%s", args, code, errw)
+		}
+	}
+	if _, err := os.Stat(dir); err == nil {
+		t.Errorf("%s was created", dir)
 	}
 }
 

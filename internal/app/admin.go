@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -59,6 +61,11 @@ func ConfigCheck(path string, w io.Writer) (int, error) {
 // running on, without waiting for the lock.
 func openStopped(dataDir string) (*store.DB, error) {
 	path := filepath.Join(dataDir, "gpubot.db")
+	// Opening creates a missing file: a mistyped --data-dir would give an
+	// empty log, and leave an empty store behind.
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s holds no gpubot data (no gpubot.db); name the bot's --data-dir", dataDir)
+	}
 	db, err := store.Open(path, store.WithLockTimeout(0))
 	if errors.Is(err, store.ErrLocked) {
 		return nil, fmt.Errorf("%w: a running gpubot holds %s; stop it first (these commands read a stopped bot's data), or run them on a copy of the file", ErrInUse, path)
