@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gpubot/gpubot/records"
 )
@@ -32,6 +33,11 @@ func (s *Service) act(c *call, a Action) {
 	case VerbApprove:
 		s.approve(c, r)
 	case VerbDeny:
+		if n := utf8.RuneCountInString(a.Arg); n > MaxReason {
+			s.audit(c, c.who.Name, verb, r.ID, "invalid", fmt.Sprintf("reason of %d characters", n))
+			c.private(plain(fmt.Sprintf("The reason is %d characters long; keep it to %d. Nothing was changed.", n, MaxReason)))
+			return
+		}
 		s.deny(c, r, a.Arg)
 	case VerbCancel, VerbRelease:
 		s.stop(c, r, a.Name)

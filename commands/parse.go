@@ -102,6 +102,16 @@ import (
 	"unicode/utf8"
 )
 
+// Limits on free text, the same in every way in: typed commands, the
+// Slack form and buttons. Characters are Unicode code points.
+const (
+	// MaxReason is the longest reason a request or a denial may give.
+	MaxReason = 500
+	// MaxCommand is the longest command text gpubot reads: room for
+	// every option and a reason of MaxReason characters.
+	MaxCommand = 2000
+)
+
 // Limits of the command language.
 const (
 	maxGPUs      = 4096
@@ -143,6 +153,13 @@ var errInternal = errors.New("internal parser error")
 // recover guard turns a bug into a *ParseError that unwraps to the panic.
 func Parse(text string, v Vocabulary) (Command, error) {
 	in := stripCommand(text)
+	if n := utf8.RuneCountInString(in); n > MaxCommand {
+		return Command{}, &ParseError{
+			Input:   cutRunes(in, 40) + "…",
+			Msg:     fmt.Sprintf("this command is %d characters long; gpubot reads commands of up to %d characters, with a reason of up to %d", n, MaxCommand, MaxReason),
+			Example: "/gpu help",
+		}
+	}
 	return guard(in, func() (Command, *ParseError) {
 		p := parser{in: in, toks: lex(in), v: v, reasonAt: -1}
 		return p.command()
@@ -491,6 +508,9 @@ func (p *parser) option(s *RequestSpec, seen *uint8) *ParseError {
 		s.Reason = cleanText(t.text)
 		if t.kind == tokWord {
 			p.reasonAt = p.i - 1
+		}
+		if perr := p.checkReason(t, s.Reason); perr != nil {
+			return perr
 		}
 	}
 	return err

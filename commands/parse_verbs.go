@@ -1,6 +1,9 @@
 package commands
 
-import "strings"
+import (
+	"strings"
+	"unicode/utf8"
+)
 
 // Other verbs.
 
@@ -40,13 +43,35 @@ func (p *parser) denyReason() (string, *ParseError) {
 		return "", p.failTok(t, "", "unterminated quote")
 	case tokQuoted:
 		p.next()
-		return cleanText(t.text), nil
+		reason := cleanText(t.text)
+		return reason, p.checkReason(t, reason)
 	case tokEquals:
 		return "", p.failTok(t, "", "unexpected '='")
 	}
-	reason := cleanText(p.in[p.peek().pos:])
+	t := p.peek()
+	reason := cleanText(p.in[t.pos:])
 	p.i = len(p.toks)
-	return reason, nil
+	return reason, p.checkReason(t, reason)
+}
+
+// checkReason refuses a reason longer than MaxReason, pointing at its
+// start (t).
+func (p *parser) checkReason(t token, reason string) *ParseError {
+	if n := utf8.RuneCountInString(reason); n > MaxReason {
+		return p.fail(t.pos, t.pos, "", "the reason is %d characters long; keep it to %d", n, MaxReason)
+	}
+	return nil
+}
+
+// cutRunes returns the first n characters of s.
+func cutRunes(s string, n int) string {
+	for i := range s {
+		if n == 0 {
+			return s[:i]
+		}
+		n--
+	}
+	return s
 }
 
 // cleanText trims free text and replaces invalid UTF-8.

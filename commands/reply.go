@@ -114,6 +114,23 @@ type Input struct {
 	Text string
 	// Action is set for a button press (Text is then ignored).
 	Action *Action
+	// Unreadable is set when the adapter got something from this person
+	// that it could not make sense of (Text and Action are then
+	// ignored): the service audits it as invalid and tells the person
+	// that it could not understand it.
+	Unreadable *Unreadable
+}
+
+// Unreadable describes what an adapter could not make sense of.
+type Unreadable struct {
+	// What it was: "command", "button", "form" or "event".
+	What string
+	// Why, in a few words for the audit log and the operator, without
+	// what the person typed (for example "payload is a string, not an
+	// object", "button value has no request").
+	Why string
+	// Target is the request it named, when that much could be read.
+	Target string
 }
 
 func header(text string) Block       { return Block{Kind: BlockHeader, Text: text} }

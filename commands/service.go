@@ -200,7 +200,10 @@ func (s *Service) Handle(ctx context.Context, in Input) (outs []Output) {
 func (s *Service) handle(c *call) {
 	who, ok := s.who(c.in.User)
 	action, target := "command", ""
-	if c.in.Action != nil {
+	switch {
+	case c.in.Unreadable != nil:
+		action, target = c.in.Unreadable.What, c.in.Unreadable.Target
+	case c.in.Action != nil:
 		action, target = string(c.in.Action.Name), c.in.Action.Request
 		c.verb, c.target = "button:"+action, target
 	}
@@ -210,6 +213,10 @@ func (s *Service) handle(c *call) {
 		return
 	}
 	c.who = who
+	if u := c.in.Unreadable; u != nil {
+		s.unreadable(c, *u)
+		return
+	}
 	if c.in.Action != nil {
 		s.press(c, *c.in.Action)
 		return
@@ -263,6 +270,20 @@ func (s *Service) press(c *call, a Action) {
 		s.audit(c, c.who.Name, string(a.Name), a.Request, "invalid", "unknown button")
 		c.private(plain(fmt.Sprintf("That button (%q) is not one gpubot knows; nothing was changed.", a.Name)))
 	}
+}
+
+// unreadable answers something the adapter could not make sense of.
+func (s *Service) unreadable(c *call, u Unreadable) {
+	s.audit(c, c.who.Name, u.What, u.Target, "invalid", u.Why)
+	what := u.What
+	if what == "" {
+		what = "message"
+	}
+	next := "Please try again; /gpu help lists the commands."
+	if u.What == "button" {
+		next = "/gpu status shows your requests with fresh buttons."
+	}
+	c.private(plain(fmt.Sprintf("Sorry, gpubot couldn't understand that %s (%s). Nothing was changed. %s", what, u.Why, next)))
 }
 
 func (s *Service) who(user string) (*Person, bool) {

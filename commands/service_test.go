@@ -600,6 +600,45 @@ func TestInputsThatAreNotActions(t *testing.T) {
 			audit: "alice command invalid",
 			code:  true,
 		},
+		"a button gpubot could not read": {
+			in:    commands.Input{User: "U0ALICE", Unreadable: &commands.Unreadable{What: "button", Why: "its value names no request", Target: "r4"}},
+			says:  []string{"Sorry, gpubot couldn't understand that button (its value names no request). Nothing was changed.", "/gpu status shows your requests with fresh buttons."},
+			audit: "alice button r4 invalid",
+		},
+		"a command gpubot could not read": {
+			in:    commands.Input{User: "alice", Unreadable: &commands.Unreadable{What: "command", Why: "its text is a list, not a string"}, Text: "request 8xh100 for 1h"},
+			says:  []string{"couldn't understand that command (its text is a list, not a string)", "/gpu help"},
+			audit: "alice command invalid",
+		},
+		"an unknown user sending something unreadable": {
+			in:    commands.Input{User: "U0NOBODY", Unreadable: &commands.Unreadable{What: "form", Why: "bad"}},
+			says:  []string{"I don't know who you are (U0NOBODY)."},
+			audit: "U0NOBODY form refused",
+		},
+		"a reason over the limit": {
+			in:    commands.Input{User: "alice", Text: `request 8xh100 for 1h reason "` + strings.Repeat("é", commands.MaxReason+1) + `"`},
+			says:  []string{"The reason is 501 characters long; keep it to 500"},
+			audit: "alice command invalid",
+			code:  true,
+		},
+		"an unquoted reason over the limit": {
+			in:    commands.Input{User: "alice", Text: `request 8xh100 for 1h reason ` + strings.Repeat("x", 600)},
+			says:  []string{"The reason is 600 characters long; keep it to 500"},
+			audit: "alice command invalid",
+			code:  true,
+		},
+		"a 100 KB reason": {
+			in:    commands.Input{User: "alice", Text: `request 8xh100 for 1h reason ` + strings.Repeat("x", 100000)},
+			says:  []string{"This command is 100029 characters long; gpubot reads commands of up to 2000 characters, with a reason of up to 500"},
+			audit: "alice command invalid",
+			code:  true,
+		},
+		"a denial's reason over the limit": {
+			in:    commands.Input{User: "bob", Text: `deny r1 ` + strings.Repeat("no ", 200)},
+			says:  []string{"The reason is 599 characters long; keep it to 500"},
+			audit: "bob command invalid",
+			code:  true,
+		},
 		"track needs a cluster": {
 			in:    commands.Input{User: "alice", Text: "track nlp/llama"},
 			says:  []string{"track follows a workload submitted outside gpubot, so it needs a Kubernetes cluster", "to track nlp/llama."},
@@ -675,4 +714,18 @@ func TestRequestTypedInTheTeamChannelByID(t *testing.T) {
 	diff(t, "destinations", []string{"channel #nlp r1"}, dests(outs))
 	outs = e.svc.Handle(e.ctx, commands.Input{User: "alice", Channel: "C0OTHER", ChannelName: "random", Text: "/gpu request 8xh100 for 1h"})
 	diff(t, "destinations from another channel", []string{"channel #nlp r2", "sender"}, dests(outs))
+}
+
+// TestDenyButtonReasonLimit: a denial's reason that comes with a press
+// (a button's value) is held to MaxReason like a typed one.
+func TestDenyButtonReasonLimit(t *testing.T) {
+	e := newEnv(t, parse(t, small))
+	e.do("alice", "request 16xh100 for 1h")
+	outs := e.press("bob", commands.VerbDeny, "r1", strings.Repeat("x", commands.MaxReason+1))
+	check(t, outs, want{"sender", "The reason is 501 characters long; keep it to 500. Nothing was changed."})
+	if r := e.requests()["r1"]; r.State != records.StateAwaitingApproval {
+		t.Errorf("r1 is %s after a refused denial", r.State)
+	}
+	got := e.lastAudit()
+	diff(t, "last audit entry", []string{"bob", "deny", "r1", "invalid"}, []string{got.Actor, got.Action, got.Target, got.Outcome})
 }

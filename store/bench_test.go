@@ -2,8 +2,12 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
 	"testing"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/gpubot/gpubot/records"
 )
@@ -46,5 +50,46 @@ func BenchmarkListRequests1000(b *testing.B) {
 		if _, err := db.ListRequests(ctx, nil); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkCheck measures what Open adds to a start: Check of a store
+// with n requests and 10·n audit entries (and their usage records),
+// written in bulk beforehand.
+func BenchmarkCheck(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("requests=%d,audit=%d", n, 10*n), func(b *testing.B) {
+			db := mustOpen(b)
+			err := db.bolt.Update(func(tx *bolt.Tx) error {
+				reqs, audit := tx.Bucket(bucketRequests), tx.Bucket(bucketAudit)
+				for i := 1; i <= n; i++ {
+					if err := putRequest(reqs, request(fmt.Sprintf("r%d", i))); err != nil {
+						return err
+					}
+					for range 10 {
+						seq, _ := audit.NextSequence()
+						v, _ := json.Marshal(records.AuditEntry{Seq: seq, At: t0, Actor: "ana", Action: "request", Target: fmt.Sprintf("r%d", i), Outcome: "ok", Detail: "8xh100 6h"})
+						if err := audit.Put(auditKey(seq), v); err != nil {
+							return err
+						}
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			path := db.Path()
+			if err := db.Close(); err != nil {
+				b.Fatal(err)
+			}
+			fi, _ := os.Stat(path)
+			for b.Loop() {
+				if _, err := Check(path); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(fi.Size())/(1<<20), "MiB")
+		})
 	}
 }

@@ -22,9 +22,31 @@
 // go through one call (SaveRequests, UpdateState).
 //
 // Errors say what was being done ("saving request r7: …") and wrap the
-// sentinels ErrNotFound, ErrLocked, ErrSchema, ErrClosed and ErrCorrupt;
+// sentinels ErrNotFound, ErrLocked, ErrSchema, ErrClosed, ErrCorrupt,
+// ErrDamaged (with ErrEmpty for a zero-length file) and ErrReadOnly;
 // test them with errors.Is. A stored value that does not decode is
 // reported as ErrCorrupt with its bucket and key; it never panics.
+//
+// # Failing safe
+//
+// Open checks an existing file before it writes anything to it: Check,
+// read-only under a shared lock, first reads bbolt's file format itself
+// with every offset bounds-checked (both header pages, the file's length
+// against its header, every page of the tree and of nested buckets, the
+// freelist, each page used once or free), then runs bbolt's Tx.Check,
+// the schema version and a decode of every record. A damaged, empty,
+// corrupt or foreign file is refused with the file's name and the first
+// problems, and is left byte for byte as it was. bbolt reads pages
+// through a memory map without bounds checks: on a damaged file it
+// panics or faults (SIGBUS, SIGSEGV) where no recover helps, which is why
+// the structure is read independently first. While running, every
+// transaction runs behind a recover with panic-on-fault: a panic or fault
+// inside bbolt becomes ErrDamaged, and the DB stops using the file.
+//
+// OpenReadOnly opens a checked file without ever writing it (for tools
+// reading a stopped gpubot's data). Backup writes a consistent copy of a
+// live store (bbolt's Tx.WriteTo, in a read transaction, so writes go
+// on); WriteBackup turns such a copy into a new, synced, checked file.
 //
 // Values come back as fresh copies: nothing returned points into bbolt's
 // memory map, which is only valid inside a transaction.
@@ -51,7 +73,9 @@
 //
 // One process at a time. bbolt takes an exclusive flock on the file, so a
 // second gpubot (or a second Open in the same process) waits up to the
-// lock timeout and fails with ErrLocked. Run one replica per volume; on
+// lock timeout and fails with ErrLocked; so do Check and OpenReadOnly
+// (which take a shared lock) while a gpubot has it open. A running
+// gpubot's store is copied with Backup, in that process. Run one replica per volume; on
 // Kubernetes use a ReadWriteOnce volume and the Recreate strategy so the
 // old pod lets go before the new one opens the file. flock is advisory and
 // unreliable on some network file systems: keep the file on a local disk
@@ -64,6 +88,11 @@
 // Readers run alongside the writer and see a consistent snapshot.
 // UpdateState's callback runs inside the write transaction: it must be
 // quick and must not call the store, or it deadlocks.
+//
+// Checking costs a read of the whole file at every Open: see
+// BENCHMARKS.md for the figures. A bucket added to allBuckets should get
+// its records decoded in recordCheck.all (check.go); until then bbolt's
+// consistency check covers it.
 //
 // Schema versions. The file records the version of its layout. Open
 // writes the current version into a new file and refuses, with ErrSchema

@@ -43,22 +43,41 @@ var (
 // prepare checks (or, on a new file, writes) the schema version and
 // creates missing buckets. It returns the file's schema version.
 func prepare(tx *bolt.Tx) (int, error) {
-	meta := tx.Bucket(bucketMeta)
-	if meta == nil {
-		foreign := tx.ForEach(func([]byte, *bolt.Bucket) error { return errStop }) != nil
-		if foreign {
-			return 0, fmt.Errorf("file holds data but no schema version, so gpubot did not write it; this gpubot writes version %d: %w",
-				schemaVersion, ErrSchema)
-		}
-		var err error
-		if meta, err = tx.CreateBucket(bucketMeta); err != nil {
+	v, err := readSchema(tx)
+	if err != nil {
+		return 0, err
+	}
+	if v == 0 {
+		meta, err := tx.CreateBucket(bucketMeta)
+		if err != nil {
 			return 0, fmt.Errorf("creating bucket %s: %w", bucketMeta, err)
 		}
 		if err := meta.Put(keySchema, []byte(strconv.Itoa(schemaVersion))); err != nil {
 			return 0, fmt.Errorf("writing schema version: %w", err)
 		}
+		v = schemaVersion
 	}
+	for _, name := range allBuckets {
+		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+			return 0, fmt.Errorf("creating bucket %s: %w", name, err)
+		}
+	}
+	return v, nil
+}
 
+// readSchema returns the file's schema version, or 0 for a file with no
+// buckets at all (new). It refuses, with ErrSchema, a file with data but
+// no version (not gpubot's), an unreadable version, a newer one and an
+// older one it cannot migrate.
+func readSchema(tx *bolt.Tx) (int, error) {
+	meta := tx.Bucket(bucketMeta)
+	if meta == nil {
+		if tx.ForEach(func([]byte, *bolt.Bucket) error { return errStop }) != nil {
+			return 0, fmt.Errorf("file holds data but no schema version, so gpubot did not write it; this gpubot writes version %d: %w",
+				schemaVersion, ErrSchema)
+		}
+		return 0, nil
+	}
 	raw := meta.Get(keySchema)
 	v, err := strconv.Atoi(string(raw))
 	switch {
@@ -72,12 +91,6 @@ func prepare(tx *bolt.Tx) (int, error) {
 		// No migrations exist yet: version 1 is the first.
 		return 0, fmt.Errorf("file has schema version %d and this gpubot cannot migrate it to version %d: %w",
 			v, schemaVersion, ErrSchema)
-	}
-
-	for _, name := range allBuckets {
-		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
-			return 0, fmt.Errorf("creating bucket %s: %w", name, err)
-		}
 	}
 	return v, nil
 }

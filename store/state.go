@@ -64,7 +64,7 @@ func (db *DB) UpdateState(ctx context.Context, name string, fn func(old []byte) 
 	err := db.update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketState)
 		old, _ := lookup(b, []byte(name))
-		data, err := fn(old)
+		data, err := callerFunc(fn, old)
 		if err != nil {
 			return err
 		}
@@ -74,4 +74,16 @@ func (db *DB) UpdateState(ctx context.Context, name string, fn func(old []byte) 
 		return fmt.Errorf("updating state %s: %w", name, err)
 	}
 	return nil
+}
+
+// callerFunc calls the caller's fn, marking a panic in it as the
+// caller's, so that the store's guard lets it go on instead of taking it
+// for bbolt failing.
+func callerFunc(fn func([]byte) ([]byte, error), old []byte) (data []byte, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			panic(callerPanic{v})
+		}
+	}()
+	return fn(old)
 }

@@ -2,6 +2,7 @@ package slackbot
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,7 +14,7 @@ import (
 	"time"
 
 	"github.com/slack-go/slack"
-	"github.com/slack-go/slack/socketmode"
+	"github.com/slack-go/slack/slackevents"
 	"k8s.io/utils/clock"
 
 	"github.com/gpubot/gpubot/bot"
@@ -81,7 +82,18 @@ type Adapter struct {
 	in    Inputs
 	ready atomic.Bool
 
+	// Tokens refused while running: tried tokenTries times, tokenEvery
+	// apart, before Run gives up.
+	tokenTries int
+	tokenEvery time.Duration
+	refusal    atomic.Pointer[string] // why /readyz fails, while rechecking
+	rechecking atomic.Bool
+	revokedErr atomic.Pointer[error]
+	runCtx     context.Context
+	stopRun    context.CancelFunc
+
 	mu     sync.Mutex
+	sock   *socketConn               // the newest Socket Mode connection
 	lanes  map[string]string         // request → lane of its card
 	cards  map[string]records.Thread // request → card
 	dms    map[string]string         // user → DM channel
@@ -129,6 +141,16 @@ func WithDeduper(d bot.Deduper, ttl time.Duration, c bot.Clock) Option {
 // from Slack before it is replaced. Default 30 s (slack-go's).
 func WithPingTimeout(d time.Duration) Option { return func(a *Adapter) { a.pingTimeout = d } }
 
+// WithTokenRecheck sets how Run confirms that Slack refuses a token
+// while running (token_revoked, invalid_auth, …, from a Web API call or
+// on reconnecting): it asks again up to tries times, every apart on the
+// adapter's clock, with /readyz failing meanwhile, and stops with
+// ErrBotToken or ErrAppToken if Slack still refuses. Default: 3 times,
+// 10 s apart.
+func WithTokenRecheck(tries int, every time.Duration) Option {
+	return func(a *Adapter) { a.tokenTries, a.tokenEvery = max(1, tries), every }
+}
+
 // WithHomeRefresh sets how often the Home tab of people who opened it in
 // the last day is published again when anything was sent since the last
 // time. Default: every minute.
@@ -147,7 +169,8 @@ func New(cfg Config, svc Service, threads ThreadStore, opts ...Option) *Adapter 
 		httpc:   &http.Client{Timeout: 30 * time.Second},
 		lanes:   map[string]string{}, cards: map[string]records.Thread{},
 		dms: map[string]string{}, routes: map[string]*route{}, homes: map[string]time.Time{},
-		homeEvery: time.Minute,
+		homeEvery:  time.Minute,
+		tokenTries: 3, tokenEvery: 10 * time.Second,
 	}
 	for _, o := range opts {
 		o(a)
@@ -171,6 +194,8 @@ func New(cfg Config, svc Service, threads ThreadStore, opts ...Option) *Adapter 
 		slack.OptionLog(slogPrinter{a.log}))
 	a.q = NewQueue(a.cfg.Pacing, WithQueueClock(a.clock), WithQueueLogger(a.log))
 	a.q.scrub = a.scrub
+	a.q.refused, a.q.onRefused = refused, a.tokenRefused
+	a.runCtx, a.stopRun = context.WithCancel(context.Background())
 	return a
 }
 
@@ -181,8 +206,12 @@ var (
 	ErrAppToken = errors.New("SLACK_APP_TOKEN was refused by Slack")
 )
 
-// Ready reports whether a Socket Mode connection is up (for /readyz).
+// Ready reports whether a Socket Mode connection is up and Slack takes
+// the bot token (for /readyz).
 func (a *Adapter) Ready() error {
+	if p := a.refusal.Load(); p != nil {
+		return errors.New(*p)
+	}
 	if !a.ready.Load() {
 		return errors.New("Slack not connected")
 	}
@@ -197,8 +226,10 @@ func (a *Adapter) Pending() int { return a.q.Pending() }
 func (a *Adapter) RateLimited() uint64 { return a.q.RateLimited() }
 
 // Run checks the tokens, connects and serves until ctx ends (nil) or
-// Slack refuses a token (ErrBotToken or ErrAppToken, wrapped). Work goes
-// to in. On the way out it gives queued replies up to 5 s to go out.
+// Slack refuses a token (ErrBotToken or ErrAppToken, wrapped): at start,
+// or while running, once the bounded recheck (WithTokenRecheck) confirms
+// it. Work goes to in. On the way out it gives queued replies up to 5 s
+// to go out.
 func (a *Adapter) Run(ctx context.Context, in Inputs) error {
 	a.in = in
 	if !a.checked {
@@ -206,6 +237,9 @@ func (a *Adapter) Run(ctx context.Context, in Inputs) error {
 			return err
 		}
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	a.runCtx, a.stopRun = ctx, cancel
 
 	qctx, stopQueue := context.WithCancel(context.WithoutCancel(ctx))
 	defer func() {
@@ -220,33 +254,34 @@ func (a *Adapter) Run(ctx context.Context, in Inputs) error {
 	a.q.Start(qctx)
 	go a.refreshHomes(ctx)
 
-	smOpts := []socketmode.Option{socketmode.OptionLog(slogPrinter{a.log})}
-	if a.pingTimeout > 0 {
-		smOpts = append(smOpts, socketmode.OptionPingInterval(a.pingTimeout))
-	}
-	sm := socketmode.New(a.api, smOpts...)
+	var wg sync.WaitGroup
 	sctx, stopSocket := context.WithCancel(ctx)
-	defer stopSocket()
-	errc := make(chan error, 1)
-	go func() { errc <- sm.RunContext(sctx) }()
+	frames := make(chan frame)
+	fatal := make(chan error, 1)
+	wg.Go(func() { a.maintain(sctx, frames, fatal, &wg) })
+	stop := func() {
+		stopSocket()
+		a.mu.Lock()
+		if a.sock != nil {
+			a.sock.close()
+		}
+		a.mu.Unlock()
+		wg.Wait()
+		a.ready.Store(false)
+	}
 	for {
 		select {
 		case <-ctx.Done():
-			stopSocket()
-			<-errc
-			a.ready.Store(false)
+			stop()
+			if err := a.revokedErr.Load(); err != nil {
+				return *err
+			}
 			return nil
-		case err := <-errc:
-			a.ready.Store(false)
-			if ctx.Err() != nil {
-				return nil
-			}
-			if refused(err) {
-				return fmt.Errorf("%w (%s): check that it is an app-level token (xapp-…) with connections:write of this app, and that Socket Mode is on", ErrAppToken, a.scrub(err.Error()))
-			}
-			return fmt.Errorf("Slack Socket Mode: %s", a.scrub(err.Error()))
-		case ev := <-sm.Events:
-			a.event(ctx, sm, ev)
+		case err := <-fatal:
+			stop()
+			return err
+		case f := <-frames:
+			a.frame(ctx, f)
 		}
 	}
 }
@@ -284,13 +319,84 @@ func checkToken(name, tok, prefix, what string) error {
 	return nil
 }
 
+// slackCode is the error code of a Web API answer {"ok":false,"error":…},
+// or "".
+func slackCode(err error) string {
+	var se slack.SlackErrorResponse
+	if errors.As(err, &se) {
+		return se.Err
+	}
+	return ""
+}
+
 // refused reports whether err is Slack refusing a token.
 func refused(err error) bool {
-	switch err.Error() {
+	switch slackCode(err) {
 	case "invalid_auth", "not_authed", "account_inactive", "token_revoked", "token_expired", "not_allowed_token_type":
 		return true
 	}
 	return false
+}
+
+// recheck asks Slack again (probe), up to a.tokenTries times a.tokenEvery
+// apart on the adapter's clock, whether it takes the token called name,
+// while /readyz says it does not. It returns nil as soon as Slack takes
+// it, or the last refusal. Answers that are not a refusal (the network)
+// do not count, up to three times as many probes in all.
+func (a *Adapter) recheck(ctx context.Context, name string, probe func(context.Context) error) error {
+	var last error
+	for refusals, probes := 0, 0; refusals < a.tokenTries && probes < 3*a.tokenTries; probes++ {
+		if probes > 0 {
+			select {
+			case <-ctx.Done():
+				return last
+			case <-a.clock.After(a.tokenEvery):
+			}
+		}
+		err := probe(ctx)
+		switch {
+		case err == nil:
+			if last != nil {
+				a.log.Info("Slack takes the token again", "token", name)
+			}
+			a.refusal.Store(nil)
+			return nil
+		case refused(err):
+			last = err
+			refusals++
+			msg := fmt.Sprintf("Slack refuses %s (%s)", name, a.scrub(err.Error()))
+			a.refusal.Store(&msg)
+			a.log.Error("Slack refuses the token; checking again before giving up", "token", name, "refusals", refusals, "of", a.tokenTries, "err", a.scrub(err.Error()))
+		default:
+			a.log.Warn("checking the token with Slack", "token", name, "err", a.scrub(err.Error()))
+		}
+	}
+	if last == nil {
+		last = errors.New("could not reach Slack to check the token")
+	}
+	return last
+}
+
+// tokenRefused is the outbound queue telling that Slack refused the bot
+// token on a call: the first one starts a recheck; if Slack keeps
+// refusing, Run stops with ErrBotToken and the process exits.
+func (a *Adapter) tokenRefused(err error) {
+	msg := fmt.Sprintf("Slack refuses SLACK_BOT_TOKEN (%s)", a.scrub(err.Error()))
+	a.refusal.Store(&msg)
+	if !a.rechecking.CompareAndSwap(false, true) {
+		return
+	}
+	ctx := a.runCtx
+	go func() {
+		defer a.rechecking.Store(false)
+		err := a.recheck(ctx, "SLACK_BOT_TOKEN", func(ctx context.Context) error { _, err := a.api.AuthTestContext(ctx); return err })
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		e := fmt.Errorf("%w while running (%s): gpubot cannot post anything; install the app again or give it a new Bot User OAuth Token (xoxb-…)", ErrBotToken, a.scrub(err.Error()))
+		a.revokedErr.Store(&e)
+		a.stopRun()
+	}()
 }
 
 // scrub removes the tokens from s.
@@ -303,69 +409,100 @@ func (a *Adapter) scrub(s string) string {
 	return s
 }
 
-// event handles one Socket Mode event. It only acks and enqueues: the
-// socket's event channel must be read promptly. A panic is logged and the
-// envelope acked, so that one bad payload cannot stop the bot.
-func (a *Adapter) event(ctx context.Context, sm *socketmode.Client, ev socketmode.Event) {
+// frame handles one frame from a socket. It only acks and enqueues: the
+// sockets must be read promptly. A panic is logged and the envelope
+// acked (once), so that one bad payload cannot stop the bot.
+func (a *Adapter) frame(ctx context.Context, f frame) {
+	if f.err != nil {
+		a.mu.Lock()
+		current := a.sock == f.conn
+		a.mu.Unlock()
+		if current {
+			a.ready.Store(false)
+		}
+		if !f.conn.draining.Load() && ctx.Err() == nil {
+			a.log.Info("Slack connection lost; reconnecting", "conn", f.conn.id, "err", a.scrub(f.err.Error()))
+		} else {
+			a.log.Debug("a Slack socket closed", "conn", f.conn.id)
+		}
+		return
+	}
+	env, err := readEnvelope(f.data)
+	if err != nil {
+		a.log.Warn("a Socket Mode message gpubot cannot read; ignored", "conn", f.conn.id, "bytes", len(f.data), "err", err)
+		return
+	}
+	env.conn = f.conn
+	d := &delivery{a: a, env: env}
 	defer func() {
 		if v := recover(); v != nil {
-			a.log.Error("panic handling a Slack event", "type", string(ev.Type), "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-			a.ack(ctx, sm, ev.Request, nil)
+			a.log.Error("panic handling a Slack envelope", "type", env.Type, "envelope", env.EnvelopeID, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			d.ack(ctx, nil)
 		}
 	}()
-	switch ev.Type {
-	case socketmode.EventTypeConnecting:
-		a.log.Debug("connecting to Slack")
-	case socketmode.EventTypeConnected, socketmode.EventTypeHello:
-		if !a.ready.Swap(true) {
-			a.log.Info("connected to Slack")
+	a.envelope(ctx, d)
+}
+
+// envelope dispatches one envelope by type.
+func (a *Adapter) envelope(ctx context.Context, d *delivery) {
+	env := d.env
+	switch env.Type {
+	case "hello":
+		a.mu.Lock()
+		current := a.sock == env.conn
+		a.mu.Unlock()
+		if current && !a.ready.Swap(true) {
+			a.log.Info("connected to Slack", "conn", env.conn.id)
 		}
-	case socketmode.EventTypeConnectionError:
-		a.ready.Store(false)
-		if ce, ok := ev.Data.(*slack.ConnectionErrorEvent); ok {
-			a.log.Warn("cannot connect to Slack; retrying", "attempt", ce.Attempt, "backoff", ce.Backoff, "err", a.scrub(fmt.Sprint(ce.ErrorObj)))
+		return
+	case "disconnect":
+		a.mu.Lock()
+		if a.sock == env.conn {
+			a.ready.Store(false)
 		}
-	case socketmode.EventTypeDisconnect:
-		a.ready.Store(false)
-		reason := ""
-		if ev.Request != nil {
-			reason = ev.Request.Reason
-		}
-		a.log.Info("Slack asked to reconnect", "reason", reason)
-	case socketmode.EventTypeIncomingError, socketmode.EventTypeErrorBadMessage, socketmode.EventTypeErrorWriteFailed:
-		a.log.Warn("Socket Mode trouble", "type", string(ev.Type), "detail", a.scrub(fmt.Sprintf("%v", ev.Data)))
-	case socketmode.EventTypeSlashCommand:
-		if cmd, ok := ev.Data.(slack.SlashCommand); ok && ev.Request != nil {
-			a.slash(ctx, sm, ev.Request, cmd)
+		a.mu.Unlock()
+		a.log.Info("Slack asked to reconnect; reading the old socket until it closes", "reason", env.Reason, "conn", env.conn.id)
+		return
+	}
+	if env.EnvelopeID == "" {
+		a.log.Warn("a Socket Mode envelope without an envelope_id; cannot ack it", "type", env.Type, "bad", strings.Join(env.bad, "; "), "summary", redacted(env.Payload))
+		return
+	}
+	switch env.Type {
+	case "slash_commands":
+		var cmd slack.SlashCommand
+		if err := json.Unmarshal(env.Payload, &cmd); err != nil {
+			a.malformed(ctx, d, "command", unreadableWhy(env.Payload, err))
 			return
 		}
-		a.ack(ctx, sm, ev.Request, nil)
-	case socketmode.EventTypeInteractive:
-		if cb, ok := ev.Data.(slack.InteractionCallback); ok && ev.Request != nil {
-			a.interactive(ctx, sm, ev.Request, cb)
+		a.slash(ctx, d, cmd)
+	case "interactive":
+		var cb slack.InteractionCallback
+		if err := json.Unmarshal(env.Payload, &cb); err != nil {
+			a.malformed(ctx, d, interactionKind(env.Payload), unreadableWhy(env.Payload, err))
 			return
 		}
-		a.ack(ctx, sm, ev.Request, nil)
-	case socketmode.EventTypeEventsAPI:
-		a.ack(ctx, sm, ev.Request, nil)
-		a.eventsAPI(ev)
+		a.interactive(ctx, d, cb)
+	case "events_api":
+		e, err := slackevents.ParseEvent(env.Payload, slackevents.OptionNoVerifyToken())
+		if err != nil {
+			a.malformed(ctx, d, "event", unreadableWhy(env.Payload, err))
+			return
+		}
+		d.ack(ctx, nil)
+		a.eventsAPI(e, env.EnvelopeID)
+	case "":
+		a.malformed(ctx, d, "message", "the envelope has no type"+badFields(env))
 	default:
-		if ev.Request != nil && ev.Request.EnvelopeID != "" {
-			a.ack(ctx, sm, ev.Request, nil)
-		}
+		a.malformed(ctx, d, "message", fmt.Sprintf("gpubot does not know envelopes of type %q", cutLog(env.Type)))
 	}
 }
 
-// ack acknowledges an envelope, with an optional payload.
-func (a *Adapter) ack(ctx context.Context, sm *socketmode.Client, req *socketmode.Request, payload any) {
-	if req == nil || req.EnvelopeID == "" {
-		return
+func badFields(env envelope) string {
+	if len(env.bad) == 0 {
+		return ""
 	}
-	actx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	if err := sm.AckCtx(actx, req.EnvelopeID, payload); err != nil {
-		a.log.Warn("acking a Slack envelope", "envelope", req.EnvelopeID, "err", err)
-	}
+	return " (" + strings.Join(env.bad, "; ") + ")"
 }
 
 // slogPrinter adapts slog to slack-go's logger (debug level).

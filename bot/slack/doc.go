@@ -4,15 +4,16 @@
 //
 // # Basics
 //
-// An Adapter reads Socket Mode envelopes with slack-go's socketmode client
-// and acks each one at once (Slack wants that within 3 s); the work then
-// goes to the bot runtime (bot.Runtime.Submit), whose bounded worker pool
+// An Adapter reads Socket Mode envelopes itself (socket.go says why not
+// with slack-go's socketmode client) and acks each one at once, exactly
+// once (Slack wants that within 3 s); the work then goes to the bot runtime (bot.Runtime.Submit), whose bounded worker pool
 // runs commands.Service with panic recovery and deduplication. The Adapter
 // is also the runtime's bot.Sender: every reply becomes one or more Web
 // API calls in the outbound Queue.
 //
 //	/gpu …                  → commands.Input{Text}; a bare "/gpu request" opens the request modal (views.open)
-//	button (block_actions)  → commands.Input{Action} via blockkit.ActionFor
+//	button (block_actions)  → commands.Input{Action} via blockkit.ParseAction; a gpubot
+//	                          button gpubot did not make → Input{Unreadable} (answered, audited)
 //	modal (view_submission) → validated in the ack (response_action "errors"), then Input{Text}
 //	app_home_opened         → views.publish of Service.Home; then, for a day, again every
 //	                          minute in which anything was sent (WithHomeRefresh)
@@ -56,13 +57,46 @@
 //
 // # Connection
 //
-// slack-go's socketmode client reconnects by itself after a network loss,
-// a ping timeout or a "disconnect" (refresh_requested, warning). An
+// The adapter opens Socket Mode connections itself: apps.connections.open
+// (slack-go, app-level token), then the WebSocket (gorilla), reading each
+// frame field by field. It reconnects after a network loss or a ping
+// timeout (no ping or frame for WithPingTimeout, 30 s by default), with
+// backoff from 1 s to 1 min; these waits are real time, the network's.
+// On a "disconnect" (refresh_requested, warning) it opens a new socket at
+// once and reads the old one until Slack closes it (at most a minute), so
+// an envelope sent on it meanwhile is acked and handled; an ack goes on
+// the socket its envelope came on, or the newest if that one is gone. An
 // envelope whose ack was lost is redelivered by Slack and dropped as a
 // duplicate if it was already taken. Ready reports whether a connection
-// is up (gpubot's /readyz). Run returns an error only for a refused token
-// (ErrBotToken, ErrAppToken) or if auth.test fails at start.
+// is up and Slack takes the bot token (gpubot's /readyz).
 //
+// # Envelopes that do not decode
+//
+// An envelope with an envelope_id is acked whatever it holds: a payload
+// that is not an object or has a field of the wrong type (text an array,
+// callback_id a number), no type or an unknown one. It gets one log line
+// with its type, envelope ID, why, and a redacted summary (the payload's
+// keys and the kinds of their values, never a value: payloads carry a
+// verification token and what people typed). If the payload names the
+// person who typed, pressed or submitted it, the runtime hands the
+// service a commands.Input with Unreadable set: it is audited as invalid
+// and answered in private ("Sorry, gpubot couldn't understand that
+// command (its text is an array, not a string)"). Broken Events API
+// events are acked and logged only. A press of a button with gpubot's
+// prefix that gpubot did not make (bad value or number, unknown verb) is
+// answered and audited the same way; another app's button is ignored.
+//
+// # Refused tokens
+//
+// At start, a bot token that auth.test refuses or an app token that
+// apps.connections.open refuses stops Run (ErrBotToken, ErrAppToken). While
+// running, a Web API call answered token_revoked, invalid_auth (and the
+// like) holds the outbound queue's calls, makes Ready fail, and starts a
+// recheck with auth.test: three tries 10 s apart on the adapter's clock
+// (WithTokenRecheck). If Slack still refuses, Run returns ErrBotToken and
+// gpubot exits 1; if it takes the token again, the held calls go out. A
+// refused app token on reconnecting is rechecked the same way.
+
 // # Ordering
 //
 // One person's commands and clicks are handled one at a time, in the

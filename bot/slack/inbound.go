@@ -2,13 +2,13 @@ package slackbot
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/slack-go/slack"
 	"github.com/slack-go/slack/slackevents"
-	"github.com/slack-go/slack/socketmode"
 
 	"github.com/gpubot/gpubot/bot"
 	"github.com/gpubot/gpubot/bot/slack/blockkit"
@@ -19,20 +19,24 @@ import (
 const busyText = "gpubot is very busy right now and could not take that; please try again in a minute."
 
 // slash handles a /gpu command: ack first, then the work.
-func (a *Adapter) slash(ctx context.Context, sm *socketmode.Client, req *socketmode.Request, cmd slack.SlashCommand) {
+func (a *Adapter) slash(ctx context.Context, d *delivery, cmd slack.SlashCommand) {
 	a.remember(cmd.UserID, cmd.ChannelID, cmd.ResponseURL)
 	if verb, ok := commands.IsBare(cmd.Text); ok && verb == commands.VerbRequest && cmd.TriggerID != "" {
-		a.ack(ctx, sm, req, nil)
-		a.openForm(cmd.UserID, cmd.ChannelID, cmd.TriggerID, req.EnvelopeID)
+		d.ack(ctx, nil)
+		a.openForm(cmd.UserID, cmd.ChannelID, cmd.TriggerID, d.env.EnvelopeID)
 		return
 	}
-	ev := bot.Event{Key: "slack:env:" + req.EnvelopeID, Order: cmd.UserID, Input: commands.Input{User: cmd.UserID, Channel: cmd.ChannelID, ChannelName: cmd.ChannelName, Text: cmd.Text}}
+	ev := bot.Event{Key: "slack:env:" + d.env.EnvelopeID, Order: cmd.UserID, Input: commands.Input{User: cmd.UserID, Channel: cmd.ChannelID, ChannelName: cmd.ChannelName, Text: cmd.Text}}
+	if cmd.UserID == "" {
+		a.malformed(ctx, d, "command", "it names no user")
+		return
+	}
 	if err := a.in.Submit(ev); err != nil {
 		a.log.Warn("command not taken", "user", cmd.UserID, "err", err)
-		a.ack(ctx, sm, req, map[string]string{"response_type": "ephemeral", "text": busyText})
+		d.ack(ctx, map[string]string{"response_type": "ephemeral", "text": busyText})
 		return
 	}
-	a.ack(ctx, sm, req, nil)
+	d.ack(ctx, nil)
 }
 
 // openForm opens the request modal for a bare "/gpu request". A person
@@ -60,15 +64,17 @@ func (a *Adapter) openForm(user, channel, trigger, envelope string) {
 }
 
 // interactive handles buttons and modal submissions.
-func (a *Adapter) interactive(ctx context.Context, sm *socketmode.Client, req *socketmode.Request, cb slack.InteractionCallback) {
+func (a *Adapter) interactive(ctx context.Context, d *delivery, cb slack.InteractionCallback) {
 	switch cb.Type {
 	case slack.InteractionTypeBlockActions:
-		a.ack(ctx, sm, req, nil)
+		d.ack(ctx, nil)
 		a.click(cb)
 	case slack.InteractionTypeViewSubmission:
-		a.submission(ctx, sm, req, cb)
+		a.submission(ctx, d, cb)
 	default:
-		a.ack(ctx, sm, req, nil)
+		// Shortcuts, view_closed, …: nothing gpubot offers.
+		d.ack(ctx, nil)
+		a.log.Debug("an interaction gpubot does not handle", "type", string(cb.Type), "envelope", d.env.EnvelopeID)
 	}
 }
 
@@ -88,13 +94,22 @@ func (a *Adapter) click(cb slack.InteractionCallback) {
 	}
 	a.remember(user, channel, cb.ResponseURL)
 	for _, ba := range cb.ActionCallback.BlockActions {
-		act, ok := blockkit.ActionFor(ba.ActionID, ba.Value)
-		if !ok {
+		in := commands.Input{User: user, Channel: channel}
+		act, err := blockkit.ParseAction(ba.ActionID, ba.Value)
+		switch {
+		case errors.Is(err, blockkit.ErrNotOurs):
 			a.log.Debug("ignoring a press that is not a gpubot button", "actionID", ba.ActionID)
 			continue
+		case err != nil:
+			// gpubot's prefix but not a button gpubot made: answered and
+			// audited like any other press.
+			a.log.Warn("a press of a gpubot button that gpubot did not make", "user", user, "actionID", cutLog(ba.ActionID), "why", err.Error())
+			in.Unreadable = &commands.Unreadable{What: "button", Why: err.Error(), Target: act.Request}
+		default:
+			in.Action = &act
 		}
 		key := fmt.Sprintf("slack:click:%s:%s:%s:%s", user, ba.ActionID, msgTS, ba.ActionTs)
-		if err := a.in.Submit(bot.Event{Key: key, Order: user, Input: commands.Input{User: user, Channel: channel, Action: &act}}); err != nil {
+		if err := a.in.Submit(bot.Event{Key: key, Order: user, Input: in}); err != nil {
 			a.log.Warn("button press not taken", "user", user, "err", err)
 			a.q.Enqueue(Call{Lane: "user:" + user, Method: "chat.postEphemeral", Do: func(ctx context.Context) error {
 				return a.private(ctx, user, channel, blockkit.Message(commands.Reply{Text: busyText}))
@@ -105,33 +120,30 @@ func (a *Adapter) click(cb slack.InteractionCallback) {
 
 // submission validates a request modal in the ack and, if it is fine,
 // handles it as the command it stands for.
-func (a *Adapter) submission(ctx context.Context, sm *socketmode.Client, req *socketmode.Request, cb slack.InteractionCallback) {
+func (a *Adapter) submission(ctx context.Context, d *delivery, cb slack.InteractionCallback) {
 	if cb.View.CallbackID != blockkit.RequestFormID {
-		a.ack(ctx, sm, req, nil)
+		d.ack(ctx, nil)
+		a.log.Debug("a form gpubot did not open", "callbackID", cutLog(cb.View.CallbackID), "envelope", d.env.EnvelopeID)
 		return
 	}
 	text, channel, errs := blockkit.FormCommand(cb.View, a.svc.Vocabulary())
 	if len(errs) > 0 {
-		a.ack(ctx, sm, req, slack.NewErrorsViewSubmissionResponse(errs))
+		d.ack(ctx, slack.NewErrorsViewSubmissionResponse(errs))
 		return
 	}
 	if strings.TrimSpace(text) == "" {
-		a.ack(ctx, sm, req, slack.NewErrorsViewSubmissionResponse(map[string]string{blockkit.FormCount: "Please fill in the request."}))
+		d.ack(ctx, slack.NewErrorsViewSubmissionResponse(map[string]string{blockkit.FormCount: "Please fill in the request."}))
 		return
 	}
-	if err := a.in.Submit(bot.Event{Key: "slack:env:" + req.EnvelopeID, Order: cb.User.ID, Input: commands.Input{User: cb.User.ID, Channel: channel, Text: text}}); err != nil {
-		a.ack(ctx, sm, req, slack.NewErrorsViewSubmissionResponse(map[string]string{blockkit.FormCount: busyText}))
+	if err := a.in.Submit(bot.Event{Key: "slack:env:" + d.env.EnvelopeID, Order: cb.User.ID, Input: commands.Input{User: cb.User.ID, Channel: channel, Text: text}}); err != nil {
+		d.ack(ctx, slack.NewErrorsViewSubmissionResponse(map[string]string{blockkit.FormCount: busyText}))
 		return
 	}
-	a.ack(ctx, sm, req, nil)
+	d.ack(ctx, nil)
 }
 
 // eventsAPI handles Events API events: app_home_opened publishes App Home.
-func (a *Adapter) eventsAPI(ev socketmode.Event) {
-	e, ok := ev.Data.(slackevents.EventsAPIEvent)
-	if !ok {
-		return
-	}
+func (a *Adapter) eventsAPI(e slackevents.EventsAPIEvent, envelopeID string) {
 	home, ok := e.InnerEvent.Data.(*slackevents.AppHomeOpenedEvent)
 	if !ok || (home.Tab != "" && home.Tab != "home") {
 		return
@@ -139,8 +151,8 @@ func (a *Adapter) eventsAPI(ev socketmode.Event) {
 	key := ""
 	if cb, ok := e.Data.(*slackevents.EventsAPICallbackEvent); ok && cb.EventID != "" {
 		key = "slack:event:" + cb.EventID
-	} else if ev.Request != nil {
-		key = "slack:env:" + ev.Request.EnvelopeID
+	} else if envelopeID != "" {
+		key = "slack:env:" + envelopeID
 	}
 	a.mu.Lock()
 	a.homes[home.User] = a.clock.Now()
@@ -235,4 +247,12 @@ func (a *Adapter) remember(user, channel, url string) {
 		}
 	}
 	a.routes[user+"\x00"+channel] = &route{url: url, at: now}
+}
+
+// cutLog keeps a string from a payload short enough for a log line.
+func cutLog(s string) string {
+	if len(s) <= 80 {
+		return s
+	}
+	return strings.ToValidUTF8(s[:80], "") + "…"
 }

@@ -69,6 +69,11 @@ type Queue struct {
 	retryFor    time.Duration
 	maxBackoff  time.Duration
 	scrub       func(string) string
+	// refused tells an error that means Slack refuses the token; the
+	// call is then retried, and onRefused told, until the adapter has
+	// checked the token (and stops gpubot if it is gone).
+	refused   func(error) bool
+	onRefused func(error)
 
 	mu      sync.Mutex
 	ctx     context.Context
@@ -278,6 +283,16 @@ func (q *Queue) make(ctx context.Context, c Call) {
 			q.limited.Add(1)
 			q.hold(c.Method, after)
 			q.log.Info("Slack rate limit; waiting", "method", c.Method, "lane", c.Lane, "retryAfter", after)
+			continue
+		}
+		if q.refused != nil && q.refused(err) {
+			q.onRefused(err)
+			wait := min(q.maxBackoff, time.Second<<min(attempt-1, 10))
+			q.log.Warn("Slack refuses the bot token; holding the call while gpubot checks the token", "method", c.Method, "lane", c.Lane, "in", wait)
+			attempt++
+			if !q.sleep(ctx, wait) {
+				return
+			}
 			continue
 		}
 		if !transient(err) || (q.maxAttempts > 0 && attempt >= q.maxAttempts) || q.clock.Since(first) >= q.retryFor {

@@ -21,24 +21,26 @@ func TestHelpAndVersion(t *testing.T) {
 		stderr   []string
 		noStdout bool
 	}{
-		"--help":         {args: []string{"--help"}, stdout: []string{"Usage:", "console", "run", "version", "help"}},
-		"-h":             {args: []string{"-h"}, stdout: []string{"Commands:"}},
-		"help":           {args: []string{"help"}, stdout: []string{"Commands:"}},
-		"help console":   {args: []string{"help", "console"}, stderr: []string{"Usage: gpubot console", ":advance", "\n  --data-dir directory\n", "\n  --as string\n", "\n  --config file\n", "\n  --start time\n"}},
-		"console --help": {args: []string{"console", "--help"}, stderr: []string{"Usage: gpubot console", "--log-file", "--log-level", "--log-format", "Ctrl-D"}},
-		"run --help":     {args: []string{"run", "--help"}, stderr: []string{"Usage: gpubot [run]", "Socket Mode", "SLACK_BOT_TOKEN", "SLACK_APP_TOKEN_FILE", "SLACK_API_URL", "\n  --http-addr address\n"}},
-		"slack --help":   {args: []string{"slack", "--help"}, stderr: []string{"Usage: gpubot slack", "are required", "\n  --in-cluster\n"}},
-		"version":        {args: []string{"version"}, stdout: []string{"gpubot "}},
-		"help config":    {args: []string{"help", "config"}, stdout: []string{"Usage: gpubot config check FILE", "file:line"}},
-		"help audit":     {args: []string{"help", "audit"}, stderr: []string{"Usage: gpubot audit", "\n  --since time\n", "\n  --request id\n", "\n  --json\n"}},
-		"help usage":     {args: []string{"help", "usage"}, stderr: []string{"Usage: gpubot usage export", "\n  --since time\n", "\n  --csv\n"}},
-		"help rbac":      {args: []string{"help", "rbac"}, stderr: []string{"Usage: gpubot rbac", "\n  --config file\n", "\n  --namespace namespace\n"}},
-		"unknown":        {args: []string{"frobnicate"}, code: 2, stderr: []string{`unknown command "frobnicate"`, "Commands:"}},
-		"bad flag":       {args: []string{"console", "--nope"}, code: 2, stderr: []string{"flag provided but not defined: -nope"}},
-		"bad level":      {args: []string{"console", "--log-level", "loud"}, code: 2, stderr: []string{"--log-level"}},
-		"bad format":     {args: []string{"console", "--log-format", "xml"}, code: 2, stderr: []string{`--log-format "xml": want text or json`}},
-		"bad start":      {args: []string{"console", "--start", "tuesday"}, code: 2, stderr: []string{"--start"}},
-		"stray argument": {args: []string{"console", "extra"}, code: 2, stderr: []string{`unexpected argument "extra"`}},
+		"--help":             {args: []string{"--help"}, stdout: []string{"Usage:", "console", "run", "version", "help"}},
+		"-h":                 {args: []string{"-h"}, stdout: []string{"Commands:"}},
+		"help":               {args: []string{"help"}, stdout: []string{"Commands:"}},
+		"help console":       {args: []string{"help", "console"}, stderr: []string{"Usage: gpubot console", ":advance", "\n  --data-dir directory\n", "\n  --as string\n", "\n  --config file\n", "\n  --start time\n"}},
+		"console --help":     {args: []string{"console", "--help"}, stderr: []string{"Usage: gpubot console", "--log-file", "--log-level", "--log-format", "Ctrl-D"}},
+		"run --help":         {args: []string{"run", "--help"}, stderr: []string{"Usage: gpubot [run]", "Socket Mode", "SLACK_BOT_TOKEN", "SLACK_APP_TOKEN_FILE", "SLACK_API_URL", "\n  --http-addr address\n"}},
+		"slack --help":       {args: []string{"slack", "--help"}, stderr: []string{"Usage: gpubot slack", "are required", "\n  --in-cluster\n"}},
+		"version":            {args: []string{"version"}, stdout: []string{"gpubot "}},
+		"help config":        {args: []string{"help", "config"}, stdout: []string{"Usage: gpubot config check FILE", "file:line"}},
+		"help audit":         {args: []string{"help", "audit"}, stderr: []string{"Usage: gpubot audit", "\n  --since time\n", "\n  --request id\n", "\n  --json\n"}},
+		"help usage":         {args: []string{"help", "usage"}, stderr: []string{"Usage: gpubot usage export", "\n  --since time\n", "\n  --csv\n"}},
+		"help rbac":          {args: []string{"help", "rbac"}, stderr: []string{"Usage: gpubot rbac", "\n  --config file\n", "\n  --namespace namespace\n"}},
+		"help store":         {args: []string{"help", "store"}, stderr: []string{"gpubot store check", "gpubot store backup", "Restore:", "--data-dir"}},
+		"--help lists store": {args: []string{"--help"}, stdout: []string{"store          check a store"}},
+		"unknown":            {args: []string{"frobnicate"}, code: 2, stderr: []string{`unknown command "frobnicate"`, "Commands:"}},
+		"bad flag":           {args: []string{"console", "--nope"}, code: 2, stderr: []string{"flag provided but not defined: -nope"}},
+		"bad level":          {args: []string{"console", "--log-level", "loud"}, code: 2, stderr: []string{"--log-level"}},
+		"bad format":         {args: []string{"console", "--log-format", "xml"}, code: 2, stderr: []string{`--log-format "xml": want text or json`}},
+		"bad start":          {args: []string{"console", "--start", "tuesday"}, code: 2, stderr: []string{"--start"}},
+		"stray argument":     {args: []string{"console", "extra"}, code: 2, stderr: []string{`unexpected argument "extra"`}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -99,7 +101,7 @@ func writeFile(path, text string) error { return os.WriteFile(path, []byte(text)
 // TestNoSingleDashFlagsInHelp: every flag in every command's help is
 // shown as it is typed, with two dashes.
 func TestNoSingleDashFlagsInHelp(t *testing.T) {
-	for _, cmd := range [][]string{{"console"}, {"run"}, {"slack"}, {"simulate"}, {"audit"}, {"rbac"}, {"usage", "export"}} {
+	for _, cmd := range [][]string{{"console"}, {"run"}, {"slack"}, {"simulate"}, {"audit"}, {"rbac"}, {"usage", "export"}, {"store", "check"}} {
 		_, _, errw := runCLI(t, "", append(cmd, "--help")...)
 		for _, line := range strings.Split(errw, "\n") {
 			if strings.HasPrefix(strings.TrimSpace(line), "-") && !strings.HasPrefix(strings.TrimSpace(line), "--") {

@@ -21,6 +21,8 @@ Commands:
   audit          print the audit log of a data directory
   usage export   export GPU usage of a data directory as CSV
   simulate       replay a GPU-cluster trace to compare policies and capacity
+  store          check a store, or back it up (also while gpubot runs):
+                 gpubot store check, gpubot store backup FILE
   version        print the version
   help           show this help, or a command's: gpubot help console
 

@@ -85,7 +85,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		return err
 	}
 	defer closeLog()
-	db, err := store.Open(filepath.Join(o.DataDir, "gpubot.db"))
+	db, err := openStore(o.DataDir)
 	if err != nil {
 		return err
 	}
@@ -94,6 +94,7 @@ func Run(ctx context.Context, o Options) (err error) {
 			err = fmt.Errorf("closing the store: %w", cerr)
 		}
 	}()
+	defer serveAdmin(o.DataDir, db, log)()
 	if o.Cluster.configured() {
 		return runOnCluster(ctx, o, cfg, db, log)
 	}

@@ -26,6 +26,10 @@ type SlackOptions struct {
 	APIURL string
 	// Workers handle commands concurrently; default 4.
 	Workers int
+	// TokenRecheck is how far apart a token that Slack refuses while
+	// gpubot runs is checked again (three times, /readyz failing
+	// meanwhile) before gpubot stops with exit status 1; default 10 s.
+	TokenRecheck time.Duration
 }
 
 func (o SlackOptions) configured() bool { return o.BotToken != "" || o.AppToken != "" }
@@ -56,12 +60,16 @@ func newSlack(o Options, cfg *config.Config, svc *commands.Service, db *store.DB
 	if pace.Burst == 0 {
 		pace.Burst = 3
 	}
+	opts := []slackbot.Option{slackbot.WithLogger(log)}
+	if o.Slack.TokenRecheck > 0 {
+		opts = append(opts, slackbot.WithTokenRecheck(3, o.Slack.TokenRecheck))
+	}
 	ad := slackbot.New(slackbot.Config{BotToken: o.Slack.BotToken, AppToken: o.Slack.AppToken, APIURL: url, Pacing: pace},
 		svc, db,
-		slackbot.WithLogger(log),
-		slackbot.WithDeduper(db, dedupeTTL, c),
-		slackbot.WithObserver(func(method string, d time.Duration) { tel.slack.WithLabelValues(method).Observe(d.Seconds()) }),
-	)
+		append(opts,
+			slackbot.WithDeduper(db, dedupeTTL, c),
+			slackbot.WithObserver(func(method string, d time.Duration) { tel.slack.WithLabelValues(method).Observe(d.Seconds()) }),
+		)...)
 	if sc.MatchByEmail {
 		return ad, ad.MatchByEmail(cfg.Settings().People).Handler(svc)
 	}

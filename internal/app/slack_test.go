@@ -432,16 +432,21 @@ func TestSlackHealthMetricsAndStrangers(t *testing.T) {
 	if code, body := get("/readyz"); code != http.StatusOK {
 		t.Errorf("/readyz: %d %s", code, body)
 	}
-	_, metrics := get("/metrics")
-	for _, m := range []string{
-		`gpubot_slack_api_request_duration_seconds_count{method="chat.postMessage"}`,
-		`gpubot_slack_api_request_duration_seconds_count{method="apps.connections.open"}`,
-		`gpubot_slack_api_request_duration_seconds_count{method="views.publish"}`,
-	} {
-		if !strings.Contains(metrics, m) {
-			t.Errorf("/metrics lacks %s", m)
+	// A call is observed when its answer has been read, which can be
+	// just after the fake has shown its effect.
+	b.waitFor("the Slack API latencies in /metrics", func() bool {
+		_, metrics := get("/metrics")
+		for _, m := range []string{
+			`gpubot_slack_api_request_duration_seconds_count{method="chat.postMessage"}`,
+			`gpubot_slack_api_request_duration_seconds_count{method="apps.connections.open"}`,
+			`gpubot_slack_api_request_duration_seconds_count{method="views.publish"}`,
+		} {
+			if !strings.Contains(metrics, m) {
+				return false
+			}
 		}
-	}
+		return true
+	})
 	noUnacked(t, fake)
 	// Slack gone: not ready.
 	fake.Close()

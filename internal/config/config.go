@@ -73,7 +73,7 @@ func (d *decoder) document(data []byte) (root *yaml.Node, ok bool) {
 		if errors.Is(err, io.EOF) {
 			return nil, true
 		}
-		d.syntaxError(err)
+		d.syntaxError(err, data)
 		return nil, false
 	}
 	var next yaml.Node
@@ -81,7 +81,7 @@ func (d *decoder) document(data []byte) (root *yaml.Node, ok bool) {
 	case err == nil:
 		d.errorf(&next, "", "a config file holds one YAML document; remove the \"---\" and what follows, or merge it into the first")
 	case !errors.Is(err, io.EOF):
-		d.syntaxError(err)
+		d.syntaxError(err, data)
 		return nil, false
 	}
 	if len(doc.Content) == 0 {

@@ -1,7 +1,10 @@
 package config
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"regexp"
 	"strconv"
@@ -32,16 +35,61 @@ func (d *decoder) errorf(n *yaml.Node, field, format string, args ...any) {
 // yamlLine matches the position prefix of go-yaml's syntax errors.
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): `)
 
-// syntaxError records an error from the YAML parser itself.
-func (d *decoder) syntaxError(err error) {
+// syntaxError records an error from the YAML parser itself, at the line
+// of the problem (see problemLine).
+func (d *decoder) syntaxError(err error, data []byte) {
 	msg := err.Error()
 	e := &Error{File: d.file}
 	if m := yamlLine.FindStringSubmatch(msg); m != nil {
 		e.Line, _ = strconv.Atoi(m[1])
 		msg = msg[len(m[0]):]
 	}
+	if l := problemLine(data, err.Error()); l > 0 {
+		e.Line = l
+	}
 	e.Msg = strings.TrimPrefix(msg, "yaml: ")
 	d.errs = append(d.errs, e)
+}
+
+// maxSearchLines bounds the files problemLine searches (it parses each
+// prefix: quadratic, but only on the way to an error message).
+const maxSearchLines = 5000
+
+// problemLine returns the line of data where the YAML syntax error whose
+// message is msg lies, or 0 if it cannot tell. go-yaml reports the line
+// where the construct it was parsing began (the mapping or list that the
+// bad line breaks), and for errors of its parser (not its scanner)
+// counts that line from 0: "did not find expected key" on line 5 of a
+// list item begun on line 4 is reported as line 3. The problem is on the
+// first line L at which the text up to and including line L fails with
+// the same error: before it, the parser had not read the offending token.
+func problemLine(data []byte, msg string) int {
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	if len(lines) > maxSearchLines {
+		return 0
+	}
+	end := 0
+	for i, l := range lines {
+		end += len(l)
+		if err := parseAll(data[:end]); err != nil && err.Error() == msg {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+// parseAll parses every document of data and returns the first error.
+func parseAll(data []byte) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		var n yaml.Node
+		if err := dec.Decode(&n); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+	}
 }
 
 // field joins a path and a key: field("teams[0]", "name") is "teams[0].name".

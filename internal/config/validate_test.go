@@ -31,6 +31,31 @@ func TestValidation(t *testing.T) {
 			yaml: "teams: [\n",
 			want: []string{"gpubot.yaml:1: did not find expected node content"},
 		},
+		// go-yaml itself reports these lines 3, 4, 2, 2 and none.
+		"yaml syntax: a list item's key indented one space too far": {
+			yaml: "timezone: UTC\ndefaultChannel: \"#gpu\"\nteams:\n  - name: x\n   bad: y\n",
+			want: []string{"gpubot.yaml:5: did not find expected '-' indicator"},
+		},
+		"yaml syntax: a key indented less than its siblings": {
+			yaml: "timezone: UTC\ndefaultChannel: \"#gpu\"\nsimulation:\n  running: []\n startedAgo: 1h\n",
+			want: []string{"gpubot.yaml:5: did not find expected key"},
+		},
+		"yaml syntax: a list item in a mapping": {
+			yaml: "timezone: UTC\ndefaultChannel: \"#gpu\"\n- teams\n",
+			want: []string{"gpubot.yaml:3: did not find expected key"},
+		},
+		"yaml syntax: an unclosed flow list": {
+			yaml: "timezone: UTC\ndefaultChannel: \"#gpu\"\ntemplates: [default, train\npeople: []\n",
+			want: []string{"gpubot.yaml:3: did not find expected ',' or ']'"},
+		},
+		"yaml syntax: an unknown alias": {
+			yaml: "timezone: UTC\ndefaultChannel: \"#gpu\"\ntemplates: *names\n",
+			want: []string{"gpubot.yaml:3: unknown anchor 'names' referenced"},
+		},
+		"yaml syntax: a tab for indentation": {
+			yaml: "timezone: UTC\ndefaultChannel: \"#gpu\"\nteams:\n\t- name: x\n",
+			want: []string{"gpubot.yaml:4: found character that cannot start any token"},
+		},
 		"two documents": {
 			yaml: minimal + "---\nteams: []\n",
 			want: []string{`gpubot.yaml:5:1: a config file holds one YAML document; remove the "---" and what follows, or merge it into the first`},

@@ -1,6 +1,7 @@
 package blockkit
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -19,31 +20,53 @@ var buttonVerbs = []commands.Verb{
 	commands.VerbCancel, commands.VerbRelease, commands.VerbExtend,
 }
 
-// ActionFor turns a pressed button's action_id ("gpubot:<verb>" or
+// ErrNotOurs is ParseAction's answer for an action_id without gpubot's
+// prefix: another app's button, to be ignored.
+var ErrNotOurs = errors.New("not a gpubot button")
+
+// ParseAction turns a pressed button's action_id ("gpubot:<verb>" or
 // "gpubot:<verb>:<n>") and value ("<request>|<arg>") back into the
-// commands.Action it stands for. It reports false for anything gpubot did
-// not make: another prefix, a verb no button carries, a malformed number
-// or value, an empty request.
-func ActionFor(actionID, value string) (commands.Action, bool) {
+// commands.Action it stands for. An action_id without gpubot's prefix
+// gives ErrNotOurs. With the prefix, anything gpubot would not have made
+// (a verb no button carries, a malformed number, a value without "|" or
+// without a request) gives an error saying what, in words fit for the
+// audit log, and the Action holds what could be read (the verb, the
+// request), for the answer.
+func ParseAction(actionID, value string) (commands.Action, error) {
 	rest, ok := strings.CutPrefix(actionID, ActionPrefix)
 	if !ok {
-		return commands.Action{}, false
+		return commands.Action{}, ErrNotOurs
 	}
 	verb, n, numbered := strings.Cut(rest, ":")
+	req, arg, hasSep := strings.Cut(value, "|")
+	read := commands.Action{Name: commands.Verb(verb)}
+	if hasSep && req != "" && !strings.ContainsAny(req, " \t\n") && len(req) <= 40 {
+		read.Request = req
+	}
 	if numbered {
 		if k, err := strconv.Atoi(n); err != nil || k < 1 || strconv.Itoa(k) != n {
-			return commands.Action{}, false
+			return read, fmt.Errorf("the action ID has a bad number %q", cutString(n, 20))
 		}
 	}
 	v := commands.Verb(verb)
 	if !isButtonVerb(v) {
-		return commands.Action{}, false
+		return commands.Action{Request: read.Request}, fmt.Errorf("no gpubot button does %q", cutString(verb, 20))
 	}
-	req, arg, ok := strings.Cut(value, "|")
-	if !ok || req == "" || strings.ContainsAny(req, " \t\n") {
-		return commands.Action{}, false
+	switch {
+	case !hasSep:
+		return read, errors.New("its value is not \"request|argument\"")
+	case read.Request == "":
+		return read, errors.New("its value names no request")
 	}
-	return commands.Action{Name: v, Request: req, Arg: arg}, true
+	return commands.Action{Name: v, Request: req, Arg: arg}, nil
+}
+
+// cutString keeps the first n bytes of s, as valid UTF-8.
+func cutString(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
 }
 
 func isButtonVerb(v commands.Verb) bool {

@@ -1,6 +1,8 @@
 package blockkit_test
 
 import (
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -30,7 +32,7 @@ func pressed(t *testing.T, m blockkit.Rendered) [][2]string {
 }
 
 // TestActionRoundTrip: every verb a button carries comes back from
-// ActionFor as the same action, with unique action IDs in a message.
+// ParseAction as the same action, with unique action IDs in a message.
 func TestActionRoundTrip(t *testing.T) {
 	want := []commands.Action{
 		{Name: commands.VerbApprove, Request: "r1"},
@@ -52,9 +54,9 @@ func TestActionRoundTrip(t *testing.T) {
 	var actions []commands.Action
 	for _, p := range got {
 		ids = append(ids, p[0])
-		a, ok := blockkit.ActionFor(p[0], p[1])
-		if !ok {
-			t.Errorf("ActionFor(%q, %q) refused a button gpubot made", p[0], p[1])
+		a, err := blockkit.ParseAction(p[0], p[1])
+		if err != nil {
+			t.Errorf("ParseAction(%q, %q) refused a button gpubot made: %v", p[0], p[1], err)
 		}
 		actions = append(actions, a)
 	}
@@ -66,8 +68,9 @@ func TestActionRoundTrip(t *testing.T) {
 	}
 }
 
-// TestActionForRejects: what gpubot did not make is refused.
-func TestActionForRejects(t *testing.T) {
+// TestParseActionRejects: what gpubot did not make is refused: another
+// app's button as not ours, a bad one with gpubot's prefix with a reason.
+func TestParseActionRejects(t *testing.T) {
 	for name, c := range map[string][2]string{
 		"other app":       {"approve", "r1|"},
 		"other prefix":    {"gpubotx:approve", "r1|"},
@@ -83,8 +86,13 @@ func TestActionForRejects(t *testing.T) {
 		"spaced request":  {"gpubot:approve", "r1 r2|"},
 		"upper-case verb": {"gpubot:APPROVE", "r1|"},
 	} {
-		if a, ok := blockkit.ActionFor(c[0], c[1]); ok {
-			t.Errorf("%s: ActionFor(%q, %q) = %+v, want refused", name, c[0], c[1], a)
+		a, err := blockkit.ParseAction(c[0], c[1])
+		if err == nil {
+			t.Errorf("%s: ParseAction(%q, %q) = %+v, want refused", name, c[0], c[1], a)
+		}
+		ours := strings.HasPrefix(c[0], blockkit.ActionPrefix)
+		if errors.Is(err, blockkit.ErrNotOurs) == ours {
+			t.Errorf("%s: ParseAction(%q, %q): %v; gpubot's prefix: %v", name, c[0], c[1], err, ours)
 		}
 	}
 }

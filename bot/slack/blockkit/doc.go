@@ -9,7 +9,7 @@
 //
 //	Message(r) Rendered                        a Reply as a message: text, ≤ 50 blocks, Overflow if cut
 //	Home(r) slack.HomeTabViewRequest           a Reply as the App Home tab (≤ 100 blocks)
-//	ActionFor(actionID, value) (Action, bool)  a pressed button back to a commands.Action
+//	ParseAction(actionID, value) (Action, error)  a pressed button back to a commands.Action
 //	RequestForm(o) slack.ModalViewRequest      the /gpu request modal (callback_id RequestFormID)
 //	NewFormOptions(defaults, channel)          FormOptions from commands.Service.FormDefaults
 //	FormCommand(view, vocab)                   a submitted modal → "request …" text, or errors by block_id
@@ -79,9 +79,10 @@
 // ":<n>", n the button's 1-based position among the message's buttons
 // ("gpubot:extend:1", "gpubot:extend:2"), since action_ids must be unique
 // in a message. The value is "<request>|<arg>" (cut to 2000 bytes).
-// ActionFor reverses both and refuses anything else: another prefix, a
-// verb no button carries, a malformed number, a value without "|" or
-// without a request. Style "primary" and "danger" pass through from the
+// ParseAction reverses both and refuses anything else: another prefix
+// (ErrNotOurs: another app's button), a verb no button carries, a
+// malformed number, a value without "|" or without a request (an error
+// saying which, for the answer and the audit log). Style "primary" and "danger" pass through from the
 // reply (Approve is primary; Deny, Preempt and Release danger). Preempt,
 // Cancel and Release ask for confirmation in a dialog (danger style):
 // they take running work or a queue place from someone and cannot be

@@ -29,9 +29,9 @@ const (
 
 // Limits of the form's inputs.
 const (
-	maxOptions   = 100 // options of a static select
-	maxOptionLen = 75  // an option's text
-	maxReason    = 500 // characters of reason
+	maxOptions   = 100                // options of a static select
+	maxOptionLen = 75                 // an option's text
+	maxReason    = commands.MaxReason // characters of reason, as typed
 )
 
 // FormOptions fills the request modal.

@@ -167,8 +167,8 @@ func checkBlocks(t *testing.T, blocks []map[string]any, maxBlocks int) {
 					t.Errorf("%s: action_id %q (repeated: %v) or value of %d bytes out of limits", where, aid, actionIDs[aid], len(value))
 				}
 				actionIDs[aid] = true
-				if _, ok := blockkit.ActionFor(aid, value); !ok {
-					t.Errorf("%s: ActionFor does not understand button %q %q", where, aid, value)
+				if _, err := blockkit.ParseAction(aid, value); err != nil {
+					t.Errorf("%s: ParseAction does not understand button %q %q: %v", where, aid, value, err)
 				}
 				if s := str(btn["style"]); s != "" && s != "primary" && s != "danger" {
 					t.Errorf("%s: style %q", where, s)

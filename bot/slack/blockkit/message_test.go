@@ -162,7 +162,7 @@ func TestLimitsWithOversizedInput(t *testing.T) {
 				}
 				for _, e := range b["elements"].([]any) {
 					el := e.(map[string]any)
-					a, _ := blockkit.ActionFor(str(el["action_id"]), str(el["value"]))
+					a, _ := blockkit.ParseAction(str(el["action_id"]), str(el["value"]))
 					got = append(got, a)
 				}
 			}

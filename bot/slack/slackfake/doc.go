@@ -38,8 +38,15 @@
 // envelope_id (Slack has been seen doing both: deduplicate on the payload). [Server.Disconnect] sends Slack's {"type":"disconnect"}
 // message, delivers nothing more on the old socket and closes it once the
 // client has reconnected (or after 10 s); [Server.DropConnections] cuts every
-// socket abruptly. Sockets get a hello first and a WebSocket ping every second
-// ([WithPingInterval]).
+// socket abruptly. [Server.DisconnectThen] sends the disconnect message and,
+// right after it on the same old socket, the given envelopes (a client that
+// closes the old socket at once loses them). [Server.SendRaw] delivers an
+// envelope put together by hand ([RawEnvelope]: any type, any payload, for
+// the malformed input a bot must survive); [Server.SendFrame] writes any
+// frame at all; [Server.SlashCommandEnvelope] builds a slash command's
+// envelope without sending it. A disconnected socket is closed with a close
+// frame, as Slack does. Sockets get a hello first and a WebSocket ping every
+// second ([WithPingInterval]).
 //
 // Trigger IDs and response URLs handed out in payloads are real on the fake:
 // views.open and views.push accept a trigger_id for 3 s ([WithTriggerTTL]) and
@@ -100,6 +107,8 @@
 //
 // # Fault injection
 //
+// [Server.Revoke] makes every later Web API call with a token answer
+// token_revoked (an uninstalled app), until [Server.Restore].
 // [Server.RateLimit] makes the next n calls of a method answer HTTP 429 with a
 // Retry-After header in whole seconds (slack-go turns that into
 // *slack.RateLimitedError); [Server.FailNext] makes the next call answer

@@ -63,6 +63,19 @@ func mustJSON(v any) json.RawMessage {
 // (accepts_response_payload: true) with a response_url and a trigger_id,
 // and returns its envelope_id.
 func (s *Server) SlashCommand(user, channel, text string) string {
+	return s.send(s.slashCommandLocked(user, channel, text))
+}
+
+// SlashCommandEnvelope builds the envelope SlashCommand would deliver
+// (its response_url and trigger_id are issued) without delivering it, for
+// SendRaw or DisconnectThen.
+func (s *Server) SlashCommandEnvelope(user, channel, text string) RawEnvelope {
+	env := s.slashCommandLocked(user, channel, text)
+	return RawEnvelope{ID: env.ID, Type: env.Type, Payload: env.payload, AcceptsResponsePayload: true, user: user, channel: env.channel, kind: env.kind}
+}
+
+// slashCommandLocked builds a slash_commands envelope; it takes s.mu.
+func (s *Server) slashCommandLocked(user, channel, text string) *envelope {
 	s.mu.Lock()
 	channel = s.channelArgLocked(channel)
 	env := &envelope{Envelope: Envelope{ID: newEnvelopeID(), Type: "slash_commands"}, accepts: true, kind: "slash_commands", user: user, channel: channel}
@@ -84,7 +97,7 @@ func (s *Server) SlashCommand(user, channel, text string) string {
 		"trigger_id":            s.newTriggerLocked(user),
 	})
 	s.mu.Unlock()
-	return s.send(env)
+	return env
 }
 
 // elementIn finds the element with actionID in one block (section accessory,

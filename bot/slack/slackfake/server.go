@@ -40,7 +40,8 @@ type Server struct {
 	// Web API
 	calls     []Call
 	faults    map[string][]fault
-	messages  []*Message // every channel message, in post order
+	revoked   map[string]bool // tokens Revoke'd
+	messages  []*Message      // every channel message, in post order
 	ephemeral []*Message
 	dmByUser  map[string]string // user → D channel
 	// Channels known by name (chat.postMessage to "#gpu-nlp"…).
@@ -161,6 +162,7 @@ func New(opts ...Option) *Server {
 		conns:      make(map[int]*wsConn),
 		envByID:    make(map[string]*envelope),
 		faults:     make(map[string][]fault),
+		revoked:    make(map[string]bool),
 		dmByUser:   make(map[string]string),
 		chanByName: make(map[string]string),
 		nameByChan: make(map[string]string),

@@ -429,44 +429,64 @@ func (s *Server) RedeliverAsNew(envelopeID string) string {
 
 // Disconnect sends {"type":"disconnect","reason":reason} on every live socket
 // (reasons Slack uses: "refresh_requested", "warning", "too_many_websockets"),
-// stops delivering envelopes to them, and closes each once a newer socket has
-// connected, or after 10 s.
+// stops delivering envelopes to them, and closes each (a close frame, then
+// the connection) once a newer socket has connected, or after 10 s.
 func (s *Server) Disconnect(reason string) {
+	s.mu.Lock()
+	var old []*wsConn
+	for _, c := range s.conns {
+		if !c.draining {
+			old = append(old, c)
+		}
+	}
+	s.mu.Unlock()
+	for _, c := range old {
+		c.wmu.Lock()
+		s.disconnectLocked(reason, c)
+		c.wmu.Unlock()
+	}
+}
+
+// disconnectLocked marks c draining, writes the disconnect message on it
+// and has it closed later; the caller holds c.wmu.
+func (s *Server) disconnectLocked(reason string, c *wsConn) {
 	msg, _ := json.Marshal(map[string]any{
 		"type":       "disconnect",
 		"reason":     reason,
 		"debug_info": map[string]any{"host": "applink-fake"},
 	})
 	s.mu.Lock()
-	if s.closed {
+	if s.closed || c.draining {
 		s.mu.Unlock()
 		return
 	}
-	var old []*wsConn
-	for _, c := range s.conns {
-		if !c.draining {
-			c.draining = true
-			old = append(old, c)
-		}
-	}
-	s.wg.Add(len(old))
+	c.draining = true
+	s.wg.Add(1)
 	s.mu.Unlock()
-	for _, c := range old {
-		if err := c.write(msg); err != nil {
-			s.logf("socket %d: writing disconnect: %v", c.id, err)
-		}
-		go func(c *wsConn) {
-			defer s.wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			_ = s.waitFor(ctx, c.done, func() bool {
-				s.mu.Lock()
-				defer s.mu.Unlock()
-				return s.closed || s.connSeq > c.id && s.liveLocked() > 0
-			})
-			c.kill()
-		}(c)
+	_ = c.ws.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	if err := c.ws.WriteMessage(websocket.TextMessage, msg); err != nil {
+		s.logf("socket %d: writing disconnect: %v", c.id, err)
 	}
+	go func() {
+		defer s.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = s.waitFor(ctx, c.done, func() bool {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			return s.closed || s.connSeq > c.id && s.liveLocked() > 0
+		})
+		// As Slack does: a close frame, and the connection goes once the
+		// client answers it (or after a second).
+		_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, "refresh"), time.Now().Add(time.Second))
+		t := time.NewTimer(time.Second)
+		select {
+		case <-c.done:
+		case <-t.C:
+		}
+		t.Stop()
+		c.kill()
+	}()
 }
 
 func (s *Server) liveLocked() int {
@@ -614,4 +634,101 @@ func cloneRaw(r json.RawMessage) json.RawMessage {
 		return nil
 	}
 	return append(json.RawMessage(nil), r...)
+}
+
+// RawEnvelope is an envelope a test puts together itself, for payloads
+// Slack should never send and a bot must survive anyway (a payload that
+// is a string, a text that is an array, an unknown type, …), or built by
+// SlashCommandEnvelope for DisconnectThen.
+type RawEnvelope struct {
+	// ID is the envelope_id; "" for a new one.
+	ID string
+	// Type is sent as given: "slash_commands", "interactive", "events_api",
+	// or anything at all.
+	Type string
+	// Payload is sent as is; nil leaves "payload" out.
+	Payload                json.RawMessage
+	AcceptsResponsePayload bool
+
+	user, channel, kind string // set by SlashCommandEnvelope
+}
+
+func (s *Server) rawLocked(e RawEnvelope) *envelope {
+	if e.ID == "" {
+		e.ID = newEnvelopeID()
+	}
+	kind := e.kind
+	if kind == "" {
+		kind = "raw " + e.Type
+	}
+	env := &envelope{Envelope: Envelope{ID: e.ID, Type: e.Type}, payload: e.Payload, accepts: e.AcceptsResponsePayload, kind: kind, user: e.user, channel: e.channel}
+	if _, ok := s.envByID[env.ID]; !ok {
+		s.envelopes = append(s.envelopes, env)
+	}
+	s.envByID[env.ID] = env
+	return env
+}
+
+// SendRaw delivers e to one live socket, as SlashCommand does, and
+// returns its envelope_id. Its ack is recorded like any other.
+func (s *Server) SendRaw(e RawEnvelope) string {
+	s.mu.Lock()
+	env := s.rawLocked(e)
+	s.mu.Unlock()
+	s.deliver(env, 0, "")
+	return env.ID
+}
+
+// SendFrame writes data as one text frame to one live socket, as is: for
+// messages that are not envelopes at all (not JSON, no envelope_id). It
+// reports whether a socket took it.
+func (s *Server) SendFrame(data []byte) bool {
+	s.mu.Lock()
+	c := s.pickConnLocked()
+	s.mu.Unlock()
+	return c != nil && c.write(data) == nil
+}
+
+// DisconnectThen is Disconnect followed, on the same (now old) socket and
+// before anything else, by the envelopes then: what a client that closes
+// the old socket at once loses. It returns their envelope_ids. With no
+// live socket it returns nil.
+func (s *Server) DisconnectThen(reason string, then ...RawEnvelope) []string {
+	s.mu.Lock()
+	var old *wsConn
+	for _, c := range s.conns {
+		if !c.draining && (old == nil || c.id < old.id) {
+			old = c
+		}
+	}
+	if old == nil || s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	envs := make([]*envelope, len(then))
+	for i, e := range then {
+		envs[i] = s.rawLocked(e)
+	}
+	s.mu.Unlock()
+	// Hold the old socket's write lock from the disconnect message to the
+	// last envelope, so that nothing comes between them.
+	old.wmu.Lock()
+	s.disconnectLocked(reason, old)
+	ids := make([]string, len(envs))
+	for i, env := range envs {
+		body, _ := json.Marshal(envelopeWire{EnvelopeID: env.ID, Type: env.Type, Payload: env.payload, AcceptsResponsePayload: env.accepts})
+		s.mu.Lock()
+		env.Body, env.Attempts, env.Conn, env.SentAt, env.Delivered = body, env.Attempts+1, old.id, time.Now(), true
+		env.Acked, env.AckedAt = false, time.Time{}
+		s.notifyLocked()
+		s.mu.Unlock()
+		_ = old.ws.SetWriteDeadline(time.Now().Add(5 * time.Second))
+		if err := old.ws.WriteMessage(websocket.TextMessage, body); err != nil {
+			s.logf("envelope %s: writing to the old socket %d: %v", env.ID, old.id, err)
+		}
+		s.watchAck(env, env.Attempts)
+		ids[i] = env.ID
+	}
+	old.wmu.Unlock()
+	return ids
 }

@@ -264,9 +264,15 @@ func (s *Server) answer(w http.ResponseWriter, r *request, name string, badBody 
 		writeJSON(w, http.StatusOK, map[string]any{"ok": false, "error": "unknown_method"})
 		return http.StatusOK, "unknown_method", nil
 	}
-	if e := checkToken(r.token, m.token); e != "" {
-		writeJSON(w, http.StatusOK, map[string]any{"ok": false, "error": e})
-		return http.StatusOK, e, nil
+	refusal := checkToken(r.token, m.token)
+	s.mu.Lock()
+	if refusal == "" && s.revoked[r.token] {
+		refusal = "token_revoked"
+	}
+	s.mu.Unlock()
+	if refusal != "" {
+		writeJSON(w, http.StatusOK, map[string]any{"ok": false, "error": refusal})
+		return http.StatusOK, refusal, nil
 	}
 	s.mu.Lock()
 	f, faulty := s.takeFaultLocked(name)
@@ -307,6 +313,22 @@ func checkToken(token string, kind tokenKind) string {
 		return "not_allowed_token_type"
 	}
 	return ""
+}
+
+// Revoke makes Slack refuse token (BotToken or AppToken) from now on, as
+// when the app is uninstalled or the token is revoked: every Web API call
+// with it answers token_revoked. Restore takes it back.
+func (s *Server) Revoke(token string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.revoked[token] = true
+}
+
+// Restore makes Slack accept a revoked token again.
+func (s *Server) Restore(token string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.revoked, token)
 }
 
 // Calls returns the Web API calls of a method, in order; method "" returns
