@@ -160,6 +160,9 @@ func (s *Service) stop(c *call, r records.Request, verb Verb) {
 		return
 	}
 	s.audit(c, c.who.Name, string(verb), r.ID, "ok", r.EndReason)
+	if inCluster {
+		s.zombieReleased(c, r)
+	}
 	c.emit(thread(r.ID, plain(msg)), s.updateCard(c, r))
 	c.private(plain(fmt.Sprintf("%s: %s%s", r.ID, lowerFirst(msg), note)))
 }

@@ -20,6 +20,7 @@ const (
 	VerbApprove  Verb = "approve"
 	VerbDeny     Verb = "deny"
 	VerbPreempt  Verb = "preempt"
+	VerbKeep     Verb = "keep"
 	VerbHelp     Verb = "help"
 )
 
@@ -27,7 +28,7 @@ const (
 var Verbs = []Verb{
 	VerbRequest, VerbStatus, VerbQueue, VerbCapacity, VerbUsage, VerbWhatIf,
 	VerbCancel, VerbRelease, VerbExtend, VerbApprove, VerbDeny, VerbPreempt,
-	VerbTrack, VerbHelp,
+	VerbKeep, VerbTrack, VerbHelp,
 }
 
 // Command is one parsed /gpu command. Which fields are set depends on Verb:
@@ -37,6 +38,7 @@ var Verbs = []Verb{
 //	status [id]                 ID (optional)
 //	cancel, release, approve,
 //	preempt <id>                ID
+//	keep <id>                   ID (a request's, or a zombie check's: z3)
 //	extend <id> <duration>      ID, Duration
 //	deny <id> [reason]          ID, Reason (optional)
 //	queue [team|flavor]         Team or Flavor (at most one)

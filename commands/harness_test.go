@@ -147,10 +147,39 @@ type env struct {
 
 type envOption func(*envOptions)
 
-type envOptions struct{ seed bool }
+type envOptions struct {
+	seed    bool
+	zombies *commands.ZombiePolicy
+	util    commands.Utilization
+	others  commands.Others
+}
 
 // seeded runs Service.Seed with the configuration's seeds.
 func seeded(o *envOptions) { o.seed = true }
+
+// withZombies turns the zombie sweep on with policy p, keeping zombies in
+// the store; idle GPUs are measured by the simulated cluster unless
+// withUtil says otherwise.
+func withZombies(p commands.ZombiePolicy) envOption {
+	return func(o *envOptions) { o.zombies = &p }
+}
+
+// withUtil measures GPU utilization with u (nil: no utilization source).
+func withUtil(u commands.Utilization) envOption {
+	return func(o *envOptions) {
+		if u == nil {
+			o.util = noUtil{}
+		} else {
+			o.util = u
+		}
+	}
+}
+
+// withOthers lets the sweep see work gpubot does not follow.
+func withOthers(x commands.Others) envOption { return func(o *envOptions) { o.others = x } }
+
+// noUtil marks "no utilization source" in envOptions.
+type noUtil struct{ commands.Utilization }
 
 func newEnv(t *testing.T, cfg *config.Config, opts ...envOption) *env {
 	t.Helper()
@@ -171,14 +200,30 @@ func newEnv(t *testing.T, cfg *config.Config, opts ...envOption) *env {
 	}
 	e.sim = sim
 	e.cluster = &cluster{Cluster: sim}
-	e.svc, err = commands.NewService(ctx, cfg.Settings(), commands.Deps{
+	set := cfg.Settings()
+	svcOpts := []commands.Option{commands.WithLogger(slog.New(slog.NewTextHandler(e.log, nil)))}
+	if o.zombies != nil {
+		set.Zombies = *o.zombies
+		svcOpts = append(svcOpts, commands.WithZombies(db))
+		switch u := o.util.(type) {
+		case nil:
+			svcOpts = append(svcOpts, commands.WithUtilization(sim))
+		case noUtil:
+		default:
+			svcOpts = append(svcOpts, commands.WithUtilization(u))
+		}
+		if o.others != nil {
+			svcOpts = append(svcOpts, commands.WithOthers(o.others))
+		}
+	}
+	e.svc, err = commands.NewService(ctx, set, commands.Deps{
 		Cluster: e.cluster, Requests: db, IDs: db, Audit: db, Usage: db, Clock: e.clock,
-	}, commands.WithLogger(slog.New(slog.NewTextHandler(e.log, nil))))
+	}, svcOpts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if o.seed {
-		if err := e.svc.Seed(ctx, cfg.Seeds()); err != nil {
+		if _, err := e.svc.Seed(ctx, cfg.Seeds()); err != nil {
 			t.Fatal(err)
 		}
 	}

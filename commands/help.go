@@ -25,6 +25,7 @@ var verbHelp = map[Verb]struct {
 	VerbApprove:  {"Approve a request that needs approval; it is submitted at once.", "the team's leads, admins", []string{"/gpu approve r12"}},
 	VerbDeny:     {"Deny a request that needs approval, optionally saying why.", "the team's leads, admins", []string{"/gpu deny r12 please use a100 for this"}},
 	VerbPreempt:  {"Start a queued request now by preempting the lower-priority work gpubot proposes; the victims are requeued and told.", "admins", []string{"/gpu preempt r12"}},
+	VerbKeep:     {"Answer a zombie check: the work is still in use. gpubot asks when it finds running work holding GPUs without using them (pods not running, running past its end, idle GPUs); this answer means nobody else is told and nothing is released, and gpubot does not ask about the same kind of waste again for a while (zombies.keepFor). The same as the Still using it button.", "the requester, the team's leads, admins", []string{"/gpu keep r12", "/gpu keep z3"}},
 	VerbTrack:    {"Follow a workload submitted outside gpubot (kubectl, CI). Needs a Kubernetes cluster.", "everyone", []string{"/gpu track nlp/llama-pretrain"}},
 	VerbHelp:     {"This help; with a command, its details.", "everyone", []string{"/gpu help", "/gpu help request"}},
 }

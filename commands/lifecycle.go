@@ -63,6 +63,7 @@ func (s *Service) observe(c *call, events []allocator.Event, skip string) {
 				r.Nodes = slices.Clone(ev.Admission.Nodes)
 			}
 			r.EndWarned = false
+			r.PodsReadyAt, r.PodsNotReadySince, r.PodsDetail = time.Time{}, time.Time{}, ""
 			queued := r.QueuedAt
 			if queued.IsZero() {
 				queued = r.SubmittedAt
@@ -116,20 +117,33 @@ func (s *Service) observe(c *call, events []allocator.Event, skip string) {
 			continue
 		}
 		s.audit(c, "gpubot", string(ev.Kind), r.ID, "ok", msg)
-		if r.ID == skip {
-			continue
+		if r.ID != skip {
+			c.emit(thread(r.ID, plain(msg)), s.updateCard(c, r))
 		}
-		c.emit(thread(r.ID, plain(msg)), s.updateCard(c, r))
+		if ev.Kind == allocator.EventPreempted || ev.Kind == allocator.EventFinished {
+			s.zombieEnded(c, r, ev.Kind == allocator.EventPreempted, ev.Detail)
+		}
 	}
 }
 
 // observePods reports on a running request's pods: all running (in the
 // thread), or not (in the thread and to the requester, who has GPUs
-// reserved that do no work). The cluster reports each change once; the
-// request's record does not change.
+// reserved that do no work). The cluster reports each change once. The
+// request's record keeps what was last said, for the zombie sweep.
 func (s *Service) observePods(c *call, r records.Request, ev allocator.Event, skip string) {
 	if r.State != records.StateRunning || ev.At.Before(r.AdmittedAt) {
 		return // about an earlier admission, or one the service missed
+	}
+	if ev.Kind == allocator.EventPodsReady {
+		r.PodsReadyAt, r.PodsNotReadySince, r.PodsDetail = ev.At, time.Time{}, ""
+	} else {
+		r.PodsNotReadySince, r.PodsDetail = ev.At, ev.Detail
+		if r.PodsReadyAt.IsZero() {
+			r.PodsNotReadySince = r.AdmittedAt // never ready since the admission
+		}
+	}
+	if err := s.deps.Requests.PutRequest(c.ctx, r); err != nil {
+		s.log.Error("saving the pods' readiness", "request", r.ID, "err", err)
 	}
 	var msg string
 	if ev.Kind == allocator.EventPodsReady {
@@ -249,6 +263,7 @@ func (s *Service) reconcile(c *call, snap *allocator.Snapshot, active []records.
 			}
 			s.audit(c, "gpubot", "lost", r.ID, "ok", r.EndReason)
 			c.emit(thread(r.ID, plain("Its workload disappeared from the cluster without finishing; marked lost. Request again if you still need the GPUs.")), s.updateCard(c, r))
+			s.zombieEnded(c, r, false, r.EndReason)
 			changed = true
 		}
 	}
@@ -367,44 +382,47 @@ func (s *Service) NextWakeup(ctx context.Context, now time.Time) time.Time {
 	return next
 }
 
-// Seed records work already running on a fresh simulated cluster. It does
-// nothing if any request exists already.
-func (s *Service) Seed(ctx context.Context, seeds []Seed) error {
+// Seed records work already running on a fresh simulated cluster and
+// returns the request IDs it gave the seeds, in order. It does nothing
+// (and returns no IDs) if any request exists already.
+func (s *Service) Seed(ctx context.Context, seeds []Seed) ([]string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	existing, err := s.deps.Requests.ListRequests(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("listing requests: %w", err)
+		return nil, fmt.Errorf("listing requests: %w", err)
 	}
 	if len(existing) > 0 {
-		return nil
+		return nil, nil
 	}
 	now := s.deps.Clock.Now()
 	c := &call{ctx: ctx, now: now, who: &Person{Name: "gpubot"}}
+	var ids []string
 	for _, sd := range seeds {
 		who := s.person(sd.Requester)
 		r, problem := s.draft(who, sd.Spec, now.Add(-sd.StartedAgo))
 		if problem != "" {
-			return fmt.Errorf("seed for %s: %s", sd.Requester, problem)
+			return ids, fmt.Errorf("seed for %s: %s", sd.Requester, problem)
 		}
 		id, err := s.deps.IDs.NextRequestID(ctx)
 		if err != nil {
-			return err
+			return ids, err
 		}
 		r.ID, r.Origin, r.Channel = id, "seed", s.channelOf(r.Team)
 		r.SubmittedAt = r.CreatedAt
 		r.State = records.StateQueued
 		if err := s.deps.Requests.PutRequest(ctx, r); err != nil {
-			return err
+			return ids, err
 		}
 		w := s.workload(r)
 		w.Admission = &allocator.Admission{At: r.CreatedAt}
 		events, err := s.apply(c, Op{Kind: OpSubmit, Workload: w})
 		if err != nil {
-			return fmt.Errorf("seeding %s: %w", id, err)
+			return ids, fmt.Errorf("seeding %s: %w", id, err)
 		}
 		s.audit(c, "gpubot", "seed", id, "ok", describe(r))
 		s.observe(c, events, "")
+		ids = append(ids, id)
 	}
-	return nil
+	return ids, nil
 }

@@ -471,7 +471,7 @@ func TestSeed(t *testing.T) {
 	)
 	check(t, e.do("alice", "status r2"), want{"sender", "Running when gpubot started"})
 
-	if err := e.svc.Seed(e.ctx, cfg.Seeds()); err != nil {
+	if _, err := e.svc.Seed(e.ctx, cfg.Seeds()); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(e.requests()); n != len(rs) {
@@ -480,7 +480,7 @@ func TestSeed(t *testing.T) {
 
 	other := newEnv(t, cfg)
 	other.do("alice", "request 8xa100 for 1h")
-	if err := other.svc.Seed(other.ctx, cfg.Seeds()); err != nil {
+	if _, err := other.svc.Seed(other.ctx, cfg.Seeds()); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(other.requests()); n != 1 {

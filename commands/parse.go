@@ -69,7 +69,8 @@
 // of days from 1 to 365: 30d, "7 days", or a bare 7. "extend r12 2h" also
 // reads "extend r12 by 2h" and "extend r12 for 2h". deny's reason is the
 // rest of the line as typed, or one quoted text, or reason=… (the rest of
-// the line) or reason "…". "track ns/job" lower-cases Kubernetes names
+// the line) or reason "…". "keep" takes a request ID or a zombie check's
+// ID (z3, Z3). "track ns/job" lower-cases Kubernetes names
 // and checks their syntax. A misspelt verb suggests the closest verb; an
 // empty command points to /gpu help.
 //
@@ -308,6 +309,8 @@ func (p *parser) command() (Command, *ParseError) {
 		c.Team, c.Days, err = p.usage()
 	case VerbCancel, VerbRelease, VerbApprove, VerbPreempt:
 		c.ID, err = p.id()
+	case VerbKeep:
+		c.ID, err = p.zombieOrRequestID()
 	case VerbExtend:
 		if c.ID, err = p.id(); err == nil {
 			c.Duration, err = p.extension()

@@ -13,7 +13,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-var requestIDPattern = regexp.MustCompile(`^r[0-9]+$`)
+var (
+	requestIDPattern = regexp.MustCompile(`^r[0-9]+$`)
+	zombieIDPattern  = regexp.MustCompile(`^z[0-9]+$`)
+)
 
 // FuzzParse checks that Parse never panics, that its errors point inside
 // the input, and that what it accepts makes sense.
@@ -117,10 +120,10 @@ func checkCommand(t *testing.T, text string, c Command, v Vocabulary) {
 	if !slices.Contains(Verbs, c.Verb) {
 		t.Fatalf("Parse(%q) verb %q", text, c.Verb)
 	}
-	if c.ID != "" && !requestIDPattern.MatchString(c.ID) {
+	if c.ID != "" && !requestIDPattern.MatchString(c.ID) && !(c.Verb == VerbKeep && zombieIDPattern.MatchString(c.ID)) {
 		t.Errorf("Parse(%q) ID %q", text, c.ID)
 	}
-	needsID := slices.Contains([]Verb{VerbCancel, VerbRelease, VerbExtend, VerbApprove, VerbDeny, VerbPreempt}, c.Verb)
+	needsID := slices.Contains([]Verb{VerbCancel, VerbRelease, VerbExtend, VerbApprove, VerbDeny, VerbPreempt, VerbKeep}, c.Verb)
 	if needsID && c.ID == "" {
 		t.Errorf("Parse(%q) %s without an ID", text, c.Verb)
 	}

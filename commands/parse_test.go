@@ -148,6 +148,10 @@ var validParses = map[string]Command{
 	"release #R44":       wantID(VerbRelease, "r44"),
 	"approve 7":          wantID(VerbApprove, "r7"),
 	"preempt r9":         wantID(VerbPreempt, "r9"),
+	"keep r9":            wantID(VerbKeep, "r9"),
+	"keep #9":            wantID(VerbKeep, "r9"),
+	"keep z3":            wantID(VerbKeep, "z3"),
+	"/gpu KEEP Z12":      wantID(VerbKeep, "z12"),
 	"extend r12 2h":      wantExtend("r12", durH(2)),
 	"extend r12 by 2h":   wantExtend("r12", durH(2)),
 	"extend r12 for 90m": wantExtend("r12", durM(90)),
@@ -514,6 +518,15 @@ release r-1
 	"cancel r123456789012345678901": {"'r123456789012345678901' is not a request id (ids look like r12)", `
 cancel r123456789012345678901
        ^^^^^^^^^^^^^^^^^^^^^^`},
+	"keep zz": {"'zz' is not a zombie check id (they look like z3)", `
+keep zz
+     ^^`},
+	"keep": {"missing request id, as in r12", `
+keep
+    ^`},
+	"keep z3 r4": {"unexpected word 'r4'", `
+keep z3 r4
+        ^^`},
 	"extend r12": {"missing duration, as in 2h", `
 extend r12
           ^`},

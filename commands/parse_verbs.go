@@ -23,6 +23,21 @@ func (p *parser) id() (string, *ParseError) {
 	return "r" + s, nil
 }
 
+// zombieOrRequestID reads a zombie check's ID (z3, Z3) or a request ID.
+func (p *parser) zombieOrRequestID() (string, *ParseError) {
+	if p.more() {
+		t := p.peek()
+		if s := t.text; t.kind == tokWord && len(s) > 1 && (s[0] == 'z' || s[0] == 'Z') {
+			if !isDigits(s[1:]) || len(s) > maxIDDigits+1 {
+				return "", p.failTok(p.next(), "", "%s is not a zombie check id (they look like z3)", quoteWord(s))
+			}
+			p.next()
+			return "z" + s[1:], nil
+		}
+	}
+	return p.id()
+}
+
 // denyReason reads the rest of the line: as typed, or one quoted text,
 // after an optional reason= or reason "…".
 func (p *parser) denyReason() (string, *ParseError) {

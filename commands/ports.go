@@ -77,3 +77,64 @@ type UsageLog interface {
 	AppendUsage(ctx context.Context, u records.UsageRecord) error
 	Usage(ctx context.Context, from, to time.Time) ([]records.UsageRecord, error)
 }
+
+// ZombieStore keeps zombie findings: admitted work found holding GPUs
+// without using them. Package store satisfies it.
+type ZombieStore interface {
+	// PutZombie stores z; a zombie without an ID is new and comes back
+	// with the ID it was given.
+	PutZombie(ctx context.Context, z records.Zombie) (records.Zombie, error)
+	GetZombie(ctx context.Context, id string) (records.Zombie, error)
+	// Zombies returns those whose waste overlaps [from, to): open ones
+	// that began before to, and those resolved after from.
+	Zombies(ctx context.Context, from, to time.Time) ([]records.Zombie, error)
+}
+
+// Utilization says how busy the GPUs of admitted workloads were: DCGM's
+// GPU utilization through Prometheus (package gpumetrics) or the
+// simulated cluster's.
+type Utilization interface {
+	// GPUUtilization returns, for those of ids it has samples for, the
+	// busiest of each workload's GPUs over [now-window, now]. ids are
+	// request IDs and, for work gpubot does not follow, the IDs Others
+	// gives.
+	GPUUtilization(ctx context.Context, ids []string, window time.Duration, now time.Time) (map[string]Utilized, error)
+}
+
+// Utilized is how busy one workload's GPUs were over a window.
+type Utilized struct {
+	// Peak is the busiest GPU's utilization, in percent (0–100).
+	Peak float64
+	// Coverage is the share of the window with samples, 0–1: a workload
+	// whose GPUs reported for only part of the window is not judged idle.
+	Coverage float64
+	// Source says where the figures come from, for people:
+	// "DCGM via Prometheus", "simulated".
+	Source string
+}
+
+// Others lists admitted Kueue workloads in the teams' namespaces that
+// gpubot neither submitted nor tracks, for zombies.scope: all. The
+// Kubernetes bridge implements it.
+type Others interface {
+	Others(ctx context.Context) ([]Other, error)
+}
+
+// Other is one admitted workload gpubot does not follow.
+type Other struct {
+	// ID names it in utilization queries ("k8s/<namespace>/<name>").
+	ID string
+	// Workload is its namespace/name, and Job its Job's name if it has one.
+	Workload, Job string
+	Team          string
+	Owner         string // person name, when a label names one; usually ""
+	Flavor        string
+	GPUs          int
+	AdmittedAt    time.Time
+	// Duration is its maximum execution time (Kueue stops it then); 0: none.
+	Duration time.Duration
+	// PodsNotReadySince is set when Kueue's PodsReady condition says its
+	// pods are not ready (zero when they are, or when Kueue does not say).
+	PodsNotReadySince time.Time
+	PodsDetail        string
+}

@@ -36,6 +36,18 @@ func WithEstimateHorizon(d time.Duration) Option {
 	return func(s *Service) { s.horizon = d }
 }
 
+// WithZombies keeps zombie findings in z and turns on the zombie sweep
+// (Sweep). Default: none; Sweep does nothing.
+func WithZombies(z ZombieStore) Option { return func(s *Service) { s.zombies = z } }
+
+// WithUtilization lets the sweep find idle GPUs (zombies of kind idle).
+// Default: none.
+func WithUtilization(u Utilization) Option { return func(s *Service) { s.util = u } }
+
+// WithOthers lets the sweep see admitted work gpubot does not follow,
+// for zombies.scope: all. Default: none.
+func WithOthers(o Others) Option { return func(s *Service) { s.others = o } }
+
 // Service turns what people type and press, and what the cluster does,
 // into decisions, stored state and replies. It is safe for concurrent use;
 // operations are serialised.
@@ -44,8 +56,11 @@ type Service struct {
 	deps    Deps
 	log     *slog.Logger
 	horizon time.Duration
-	tracker Tracker // optional; nil refuses /gpu track
-	watch   Clock   // measures how long a command took, for the log
+	tracker Tracker     // optional; nil refuses /gpu track
+	zombies ZombieStore // optional; nil makes Sweep a no-op
+	util    Utilization // optional; nil: no idle detection
+	others  Others      // optional; nil: zombies.scope all sweeps gpubot's work only
+	watch   Clock       // measures how long a command took, for the log
 
 	mu       sync.Mutex
 	vocab    Vocabulary
@@ -80,6 +95,7 @@ func NewService(ctx context.Context, set Settings, deps Deps, opts ...Option) (*
 	if s.set.Location == nil {
 		s.set.Location = time.UTC
 	}
+	s.set.Zombies = s.set.Zombies.withDefaults()
 	for i := range s.set.People {
 		p := &s.set.People[i]
 		s.people[strings.ToLower(p.Name)] = p
@@ -252,6 +268,8 @@ func (s *Service) handle(c *call) {
 		s.act(c, Action{Name: cmd.Verb, Request: cmd.ID, Arg: fmt.Sprintf("%dm", cmd.Duration/time.Minute)})
 	case VerbDeny:
 		s.act(c, Action{Name: cmd.Verb, Request: cmd.ID, Arg: cmd.Reason})
+	case VerbKeep:
+		s.keep(c, Action{Name: VerbKeep, Request: cmd.ID})
 	case VerbTrack:
 		s.track(c, cmd.Namespace, cmd.Job)
 	case VerbHelp:
@@ -266,6 +284,8 @@ func (s *Service) press(c *call, a Action) {
 	switch a.Name {
 	case VerbApprove, VerbDeny, VerbPreempt, VerbCancel, VerbRelease, VerbExtend:
 		s.act(c, a)
+	case VerbKeep:
+		s.keep(c, a)
 	default:
 		s.audit(c, c.who.Name, string(a.Name), a.Request, "invalid", "unknown button")
 		c.private(plain(fmt.Sprintf("That button (%q) is not one gpubot knows; nothing was changed.", a.Name)))

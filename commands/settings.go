@@ -56,6 +56,55 @@ type Settings struct {
 	DefaultChannel string
 	// Location is used to show times; nil means UTC.
 	Location *time.Location
+	// Zombies is the policy of the zombie sweep (see Service.Sweep).
+	Zombies ZombiePolicy
+}
+
+// ZombiePolicy says what counts as a zombie (admitted work holding GPUs
+// without using them) and what gpubot does about one. Zero fields take
+// the defaults given.
+type ZombiePolicy struct {
+	// PodsReadyTimeout: pods not all ready for this long make a zombie.
+	// Default 10 minutes.
+	PodsReadyTimeout time.Duration
+	// IdleThreshold (percent GPU utilization) and IdleWindow: a workload
+	// whose busiest GPU stayed below the threshold for the whole window is
+	// idle. Defaults 5 and 30 minutes. Only with a Utilization source.
+	IdleThreshold float64
+	IdleWindow    time.Duration
+	// LeadsGrace: how long after the owner is asked the team's leads are
+	// told. Default 1 hour.
+	LeadsGrace time.Duration
+	// ReleaseGrace: with Release, how long after the leads are told gpubot
+	// releases the work. Default 1 hour.
+	ReleaseGrace time.Duration
+	// KeepFor: after "Still using it", the same work is not asked about
+	// the same kind of waste for this long. Default 24 hours.
+	KeepFor time.Duration
+	// Release (zombies.action: release) lets gpubot release a zombie
+	// nobody answered for; otherwise it only tells people.
+	Release bool
+	// All (zombies.scope: all) sweeps every admitted Kueue workload in the
+	// teams' namespaces, not only the work gpubot submitted or tracks.
+	All bool
+}
+
+// withDefaults fills in the zero fields.
+func (p ZombiePolicy) withDefaults() ZombiePolicy {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&p.PodsReadyTimeout, 10*time.Minute)
+	def(&p.IdleWindow, 30*time.Minute)
+	def(&p.LeadsGrace, time.Hour)
+	def(&p.ReleaseGrace, time.Hour)
+	def(&p.KeepFor, 24*time.Hour)
+	if p.IdleThreshold <= 0 {
+		p.IdleThreshold = 5
+	}
+	return p
 }
 
 // Seed is work already running when a simulated cluster first starts, so

@@ -24,6 +24,7 @@ var usages = map[Verb]string{
 	VerbApprove:  `approve <id>`,
 	VerbDeny:     `deny <id> [reason]`,
 	VerbPreempt:  `preempt <id>`,
+	VerbKeep:     `keep <id>`,
 	VerbHelp:     `help [<verb>]`,
 }
 
@@ -55,6 +56,8 @@ func verbExample(verb Verb, v Vocabulary) string {
 		return "/gpu usage " + team + " 30d"
 	case VerbExtend:
 		return "/gpu extend r12 2h"
+	case VerbKeep:
+		return "/gpu keep r12"
 	case VerbDeny:
 		return "/gpu deny r12 too big for a weekend"
 	case VerbHelp:

@@ -22,7 +22,12 @@ func (s *Service) status(c *call, id string) {
 			c.private(plain(fmt.Sprintf("There is no request %s. /gpu status lists yours.", id)))
 			return
 		}
-		c.private(s.card(c, r, nil))
+		reply := s.card(c, r, nil)
+		for _, z := range s.openZombiesOf(c, r.ID) {
+			reply.Blocks = append(reply.Blocks, section(fmt.Sprintf("Zombie check %s (open since %s): %s. Still using it?", z.ID, s.clock(z.FoundAt), z.Detail)),
+				s.zombieButtons(z, subject{key: r.ID, req: &r}, false))
+		}
+		c.private(reply)
 		return
 	}
 	since := c.now.Add(-24 * time.Hour)

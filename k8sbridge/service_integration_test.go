@@ -43,6 +43,14 @@ func settings() commands.Settings {
 // startBot opens the store at path and starts a bridge and a service on it.
 func (s *scenario) startBot(path string) *bot {
 	s.t.Helper()
+	return s.startBotWith(path, settings())
+}
+
+// startBotWith is startBot with settings set and, when set has a zombie
+// policy (Zombies.LeadsGrace), the zombie sweep on with the store; more
+// gives further service options made with the bridge.
+func (s *scenario) startBotWith(path string, set commands.Settings, more ...func(*k8sbridge.Bridge) commands.Option) *bot {
+	s.t.Helper()
 	db, err := store.Open(path)
 	if err != nil {
 		s.t.Fatal(err)
@@ -56,8 +64,14 @@ func (s *scenario) startBot(path string) *bot {
 	if _, err := b.Start(ctx); err != nil {
 		s.t.Fatal(err)
 	}
-	svc, err := commands.NewService(ctx, settings(), commands.Deps{Cluster: b, Requests: db, IDs: db, Audit: db, Usage: db, Clock: clock.RealClock{}},
-		commands.WithTracker(b))
+	opts := []commands.Option{commands.WithTracker(b)}
+	if set.Zombies.LeadsGrace > 0 {
+		opts = append(opts, commands.WithZombies(db), commands.WithOthers(b))
+	}
+	for _, m := range more {
+		opts = append(opts, m(b))
+	}
+	svc, err := commands.NewService(ctx, set, commands.Deps{Cluster: b, Requests: db, IDs: db, Audit: db, Usage: db, Clock: clock.RealClock{}}, opts...)
 	if err != nil {
 		s.t.Fatal(err)
 	}

@@ -78,6 +78,15 @@ type Request struct {
 	Estimate      *Estimate `json:"estimate,omitempty"`
 	FirstEstimate *Estimate `json:"firstEstimate,omitempty"`
 	EndWarned     bool      `json:"endWarned,omitempty"`
+
+	// What the cluster last said about the pods of the current admission
+	// (cleared at each admission). PodsReadyAt is when they were last all
+	// ready. PodsNotReadySince is set while they are not: the admission if
+	// they never were ready, else when they stopped being; PodsDetail says
+	// what is wrong.
+	PodsReadyAt       time.Time `json:"podsReadyAt,omitempty"`
+	PodsNotReadySince time.Time `json:"podsNotReadySince,omitempty"`
+	PodsDetail        string    `json:"podsDetail,omitempty"`
 }
 
 // Estimate is a start-time estimate as it was posted.

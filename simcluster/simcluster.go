@@ -17,12 +17,25 @@
 // the simulated cluster has no notion of a job failing or finishing early
 // on its own. Changes are saved through StateStore after each operation;
 // if saving fails the operation is undone and the error returned.
+//
+// # Simulated use of the GPUs
+//
+// So that the zombie sweep has something to find without a real cluster,
+// a workload may be given a Profile (SetProfile; the configuration's
+// simulation.running entries do it for seeded work): its GPUs' simulated
+// utilization, which GPUUtilization reports as a real cluster's DCGM
+// metrics would be, and pods that never become ready, which the cluster
+// reports (EventPodsNotReady) once the pods-ready timeout after the
+// admission has passed, as the Kubernetes bridge does. Work without a
+// profile is busy (BusyUtilization) and its pods are ready; no
+// EventPodsReady is reported for it.
 package simcluster
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -50,26 +63,65 @@ type state struct {
 	Now       time.Time            `json:"now"`
 	Workloads []allocator.Workload `json:"workloads"`
 	Usage     map[string]float64   `json:"usage"`
+	// Profiles are the simulated use of workloads that have one.
+	Profiles map[string]Profile `json:"profiles,omitempty"`
+}
+
+// Profile is how a simulated workload uses its GPUs. The zero value is
+// busy work whose pods are ready at once.
+type Profile struct {
+	// GPUUtilization is its busiest GPU's utilization in percent; nil
+	// means busy (BusyUtilization).
+	GPUUtilization *float64 `json:"gpuUtilization,omitempty"`
+	// PodsNeverReady: its pods never become ready.
+	PodsNeverReady bool `json:"podsNeverReady,omitempty"`
+	// PodsToldFor is the admission whose pods were reported not ready.
+	PodsToldFor time.Time `json:"podsToldFor,omitempty"`
+}
+
+// BusyUtilization is the simulated utilization of work without a profile.
+const BusyUtilization = 87.0
+
+// DefaultPodsReadyTimeout is how long after admission pods that never
+// become ready are reported, unless WithPodsReadyTimeout says otherwise.
+const DefaultPodsReadyTimeout = 10 * time.Minute
+
+// Option configures a Cluster.
+type Option func(*Cluster)
+
+// WithPodsReadyTimeout sets how long after admission pods that never
+// become ready are reported not ready. Default DefaultPodsReadyTimeout.
+func WithPodsReadyTimeout(d time.Duration) Option {
+	return func(c *Cluster) {
+		if d > 0 {
+			c.podsTimeout = d
+		}
+	}
 }
 
 const stateVersion = 1
 
 // Cluster is the simulated cluster.
 type Cluster struct {
-	clock    Clock
-	st       StateStore
-	notFound func(error) bool
+	clock       Clock
+	st          StateStore
+	notFound    func(error) bool
+	podsTimeout time.Duration
 
-	mu   sync.Mutex
-	snap *allocator.Snapshot
+	mu       sync.Mutex
+	snap     *allocator.Snapshot
+	profiles map[string]Profile
 }
 
 // New loads the saved state, or starts an empty cluster at the clock's
 // time. isNotFound tells a missing state from a failure to read it. The
 // saved workloads are checked against c: a config change that leaves
 // them without a node or queue is reported, not ignored.
-func New(ctx context.Context, c *allocator.Cluster, st StateStore, clock Clock, isNotFound func(error) bool) (*Cluster, bool, error) {
-	cl := &Cluster{clock: clock, st: st, notFound: isNotFound}
+func New(ctx context.Context, c *allocator.Cluster, st StateStore, clock Clock, isNotFound func(error) bool, opts ...Option) (*Cluster, bool, error) {
+	cl := &Cluster{clock: clock, st: st, notFound: isNotFound, podsTimeout: DefaultPodsReadyTimeout, profiles: map[string]Profile{}}
+	for _, o := range opts {
+		o(cl)
+	}
 	data, err := st.GetState(ctx, StateName)
 	switch {
 	case err != nil && isNotFound(err):
@@ -78,7 +130,7 @@ func New(ctx context.Context, c *allocator.Cluster, st StateStore, clock Clock, 
 			return nil, false, fmt.Errorf("building the simulated cluster: %w", err)
 		}
 		cl.snap = snap
-		return cl, true, cl.save(ctx, snap)
+		return cl, true, cl.save(ctx, snap, cl.profiles)
 	case err != nil:
 		return nil, false, fmt.Errorf("loading the simulated cluster: %w", err)
 	}
@@ -94,6 +146,9 @@ func New(ctx context.Context, c *allocator.Cluster, st StateStore, clock Clock, 
 		return nil, false, fmt.Errorf("the saved simulated cluster no longer matches the configuration (%w); move the data directory aside to start afresh", err)
 	}
 	cl.snap = snap
+	for id, p := range s.Profiles {
+		cl.profiles[id] = p
+	}
 	return cl, false, nil
 }
 
@@ -111,13 +166,20 @@ func (c *Cluster) Now() time.Time {
 	return c.snap.Now()
 }
 
-// NextEvent is when the next running workload ends, or the zero time.
+// NextEvent is when the next running workload ends (or its pods are
+// reported not ready), or the zero time.
 func (c *Cluster) NextEvent() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var next time.Time
 	for _, w := range c.snap.Workloads() {
-		if w.Admission == nil || w.Duration == 0 {
+		if w.Admission == nil {
+			continue
+		}
+		if t, ok := c.podsDue(w); ok && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+		if w.Duration == 0 {
 			continue
 		}
 		end := w.Admission.At.Add(w.Duration)
@@ -126,6 +188,60 @@ func (c *Cluster) NextEvent() time.Time {
 		}
 	}
 	return next
+}
+
+// podsDue returns when the pods of admitted workload w are to be reported
+// not ready, if they are and that has not been done. The caller holds c.mu.
+func (c *Cluster) podsDue(w allocator.Workload) (time.Time, bool) {
+	p, ok := c.profiles[w.ID]
+	if !ok || !p.PodsNeverReady || w.Admission == nil || p.PodsToldFor.Equal(w.Admission.At) {
+		return time.Time{}, false
+	}
+	return w.Admission.At.Add(c.podsTimeout), true
+}
+
+// SetProfile gives workload id, which the cluster must have, a
+// simulated use of its GPUs (see the package doc), saved with the
+// cluster. The profile goes when the workload does.
+func (c *Cluster) SetProfile(ctx context.Context, id string, p Profile) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.snap.Workload(id); !ok {
+		return fmt.Errorf("simulated cluster: no workload %s to give a profile", id)
+	}
+	profiles := maps.Clone(c.profiles)
+	profiles[id] = p
+	if err := c.save(ctx, c.snap, profiles); err != nil {
+		return err
+	}
+	c.profiles = profiles
+	return nil
+}
+
+// GPUUtilization implements commands.Utilization with the profiles: the
+// simulated utilization of each admitted workload among ids, over the
+// part of the window it has been admitted (Coverage says how much).
+func (c *Cluster) GPUUtilization(_ context.Context, ids []string, window time.Duration, now time.Time) (map[string]commands.Utilized, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]commands.Utilized{}
+	for _, id := range ids {
+		w, ok := c.snap.Workload(id)
+		if !ok || w.Admission == nil || window <= 0 {
+			continue
+		}
+		u := commands.Utilized{Peak: BusyUtilization, Coverage: 1, Source: "simulated"}
+		if p := c.profiles[id]; p.PodsNeverReady {
+			u.Peak = 0
+		} else if p.GPUUtilization != nil {
+			u.Peak = *p.GPUUtilization
+		}
+		if ran := now.Sub(w.Admission.At); ran < window {
+			u.Coverage = max(0, float64(ran)/float64(window))
+		}
+		out[id] = u
+	}
+	return out, nil
 }
 
 // Advance moves the cluster to the clock's time.
@@ -201,21 +317,52 @@ func (c *Cluster) change(ctx context.Context, fn func(*allocator.Snapshot) ([]al
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	next := c.snap.Clone()
-	events := next.Advance(c.clock.Now(), nil)
+	now := c.clock.Now()
+	events := next.Advance(now, nil)
 	more, err := fn(next)
 	if err != nil {
 		return nil, err
 	}
 	events = append(events, more...)
-	if err := c.save(ctx, next); err != nil {
+	profiles := maps.Clone(c.profiles)
+	events = append(events, podsEvents(next, profiles, now, c.podsTimeout)...)
+	maps.DeleteFunc(profiles, func(id string, _ Profile) bool { _, ok := next.Workload(id); return !ok })
+	if err := c.save(ctx, next, profiles); err != nil {
 		return nil, err
 	}
-	c.snap = next
+	c.snap, c.profiles = next, profiles
 	return events, nil
 }
 
-func (c *Cluster) save(ctx context.Context, s *allocator.Snapshot) error {
-	data, err := json.Marshal(state{Version: stateVersion, Now: s.Now(), Workloads: s.Workloads(), Usage: s.Usage()})
+// podsEvents reports the pods of admitted workloads that never become
+// ready, once the timeout after their admission has passed by now, and
+// marks them told in profiles.
+func podsEvents(s *allocator.Snapshot, profiles map[string]Profile, now time.Time, timeout time.Duration) []allocator.Event {
+	var out []allocator.Event
+	for _, w := range s.Workloads() {
+		p, ok := profiles[w.ID]
+		if !ok || !p.PodsNeverReady || w.Admission == nil || p.PodsToldFor.Equal(w.Admission.At) {
+			continue
+		}
+		at := w.Admission.At.Add(timeout)
+		if at.After(now) {
+			continue
+		}
+		pods := max(1, len(w.Admission.Nodes))
+		p.PodsToldFor = w.Admission.At
+		profiles[w.ID] = p
+		out = append(out, allocator.Event{Kind: allocator.EventPodsNotReady, ID: w.ID, At: at, Pods: pods,
+			Detail: fmt.Sprintf("0 of %d pods ready; pod gpubot-%s-0: ImagePullBackOff (simulated)", pods, w.ID)})
+	}
+	return out
+}
+
+func (c *Cluster) save(ctx context.Context, s *allocator.Snapshot, profiles map[string]Profile) error {
+	st := state{Version: stateVersion, Now: s.Now(), Workloads: s.Workloads(), Usage: s.Usage()}
+	if len(profiles) > 0 {
+		st.Profiles = profiles
+	}
+	data, err := json.Marshal(st)
 	if err != nil {
 		return fmt.Errorf("encoding the simulated cluster: %w", err)
 	}

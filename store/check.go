@@ -318,5 +318,9 @@ func (c *recordCheck) all(tx *bolt.Tx) {
 		return nil
 	})
 	c.each(tx, bucketState, func([]byte, []byte) error { return nil })
+	c.each(tx, bucketZombies, func(k, v []byte) error {
+		_, err := decodeZombie(k, v)
+		return err
+	})
 	slices.Sort(c.rep.Unknown)
 }

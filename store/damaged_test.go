@@ -246,6 +246,7 @@ func TestDamagedStores(t *testing.T) {
 		}), want: ErrCorrupt, msg: "usage"},
 		"usage index to nowhere":           {data: plantRaw(t, good, put("usage-index", "\x00\x00\x00\x00\x00\x00\x00\x01r1", "nowhere")), want: ErrCorrupt, msg: "points at no usage record"},
 		"undecodable thread":               {data: plantRaw(t, good, put("threads", "r3", "thread")), want: ErrCorrupt, msg: "threads"},
+		"undecodable zombie":               {data: plantRaw(t, good, put("zombies", "\x00\x00\x00\x00\x00\x00\x00\x02", "{")), want: ErrCorrupt, msg: "zombies"},
 		"dedupe expiry of the wrong size":  {data: plantRaw(t, good, put("dedupe", "slack:env:1", "soon")), want: ErrCorrupt, msg: "dedupe"},
 		"usage-max-span of the wrong size": {data: plantRaw(t, good, put("meta", "usage-max-span", "1h")), want: ErrCorrupt, msg: "usage-max-span"},
 		"a bucket where records belong": {data: plantRaw(t, good, func(tx *bolt.Tx) error {

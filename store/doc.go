@@ -1,6 +1,7 @@
 // Package store keeps gpubot's durable state in one bbolt file: requests,
 // chat threads, the audit log, usage history, dedupe keys for chat
-// deliveries and named state blobs. It is the only package that imports
+// deliveries, named state blobs and zombie findings (work found holding
+// GPUs without using them). It is the only package that imports
 // bbolt; the rest of gpubot sees plain records types and the small
 // interfaces it declares for itself (package commands' RequestStore,
 // AuditLog, …), which *DB satisfies.
@@ -68,6 +69,9 @@
 //	dedupe-expiry  8-byte expiry + delivery key → nothing; oldest first, for
 //	               pruning
 //	state          name → opaque blob (for example the simulated cluster)
+//	zombies        8-byte big-endian sequence (1, 2, …) → records.Zombie as
+//	               JSON, whose ID is "z" and the sequence in decimal. The
+//	               bucket's sequence is the counter behind new zombies' IDs.
 //
 // # Caveats
 //

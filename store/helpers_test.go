@@ -93,6 +93,7 @@ func checkBuckets(t testing.TB, tx *bolt.Tx) {
 	checkAudit(t, tx.Bucket(bucketAudit))
 	checkUsage(t, tx.Bucket(bucketUsage), tx.Bucket(bucketUsageIndex), meta)
 	checkDedupe(t, tx.Bucket(bucketDedupe), tx.Bucket(bucketDedupeExpiry))
+	checkZombies(t, tx.Bucket(bucketZombies))
 	_ = tx.Bucket(bucketThreads).ForEach(func(k, v []byte) error {
 		var th records.Thread
 		if err := json.Unmarshal(v, &th); err != nil {
@@ -168,6 +169,20 @@ func checkUsage(t testing.TB, usage, index, meta *bolt.Bucket) {
 	if got := index.Stats().KeyN; got != n {
 		t.Errorf("usage-index has %d keys, usage has %d", got, n)
 	}
+}
+
+// checkZombies: every value decodes to the zombie its key names, and the
+// ID counter is at or past every key.
+func checkZombies(t testing.TB, b *bolt.Bucket) {
+	t.Helper()
+	_ = b.ForEach(func(k, v []byte) error {
+		if _, err := decodeZombie(k, v); err != nil {
+			t.Error(err)
+		} else if n := binary.BigEndian.Uint64(k); n > b.Sequence() {
+			t.Errorf("zombie z%d is past the ID counter %d", n, b.Sequence())
+		}
+		return nil
+	})
 }
 
 // checkDedupe: every key has an 8-byte expiry with a matching entry in

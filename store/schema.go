@@ -24,10 +24,11 @@ var (
 	bucketDedupe       = []byte("dedupe")
 	bucketDedupeExpiry = []byte("dedupe-expiry")
 	bucketState        = []byte("state")
+	bucketZombies      = []byte("zombies")
 
 	allBuckets = [][]byte{
 		bucketMeta, bucketRequests, bucketAudit, bucketUsage, bucketUsageIndex,
-		bucketThreads, bucketDedupe, bucketDedupeExpiry, bucketState,
+		bucketThreads, bucketDedupe, bucketDedupeExpiry, bucketState, bucketZombies,
 	}
 )
 

@@ -80,6 +80,10 @@ func As(name string) Option { return func(c *Console) { c.as = name } }
 // Interactive selects prompts (terminal) or echoed lines (pipe). Default false.
 func Interactive(on bool) Option { return func(c *Console) { c.interactive = on } }
 
+// Clock stamps what is printed before Run with now's time (Run then
+// uses the backend's). Default: the wall clock.
+func Clock(now func() time.Time) Option { return func(c *Console) { c.now = now } }
+
 // In shows times in loc. Default UTC.
 func In(loc *time.Location) Option { return func(c *Console) { c.loc = loc } }
 
@@ -245,10 +249,11 @@ func (c *Console) directive(ctx context.Context, line string, b Backend) bool {
 		n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(arg, "["), "]"))
 		c.mu.Lock()
 		if err != nil && arg != "" {
-			// :click <label> [request]: the newest such button.
+			// :click <label> [request]: the newest such button (the
+			// request r12, or the zombie check z3, it acts on).
 			label, req := arg, ""
 			if i := strings.LastIndexByte(arg, ' '); i > 0 {
-				if last := strings.TrimSpace(arg[i+1:]); len(last) > 1 && (last[0] == 'r' || last[0] == 'R') {
+				if last := strings.TrimSpace(arg[i+1:]); len(last) > 1 && strings.ContainsRune("rRzZ", rune(last[0])) {
 					if _, err := strconv.Atoi(last[1:]); err == nil {
 						label, req = strings.TrimSpace(arg[:i]), last
 					}

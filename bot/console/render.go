@@ -29,13 +29,15 @@ func (b *Buttons) Add(label string, a commands.Action) int {
 }
 
 // Find returns the newest button whose label starts with label (case
-// insensitive) and, if request is not empty, that acts on request.
+// insensitive) and, if request is not empty, that acts on request (a
+// request ID, or a zombie check's ID such as z3).
 func (b *Buttons) Find(label, request string) (int, bool) {
 	for n := b.next; n > 0; n-- {
 		if !strings.HasPrefix(strings.ToLower(b.labels[n]), strings.ToLower(label)) {
 			continue
 		}
-		if request != "" && !strings.EqualFold(b.actions[n].Request, request) {
+		a := b.actions[n]
+		if request != "" && !strings.EqualFold(a.Request, request) && !(a.Name == commands.VerbKeep && strings.EqualFold(a.Arg, request)) {
 			continue
 		}
 		return n, true

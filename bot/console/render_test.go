@@ -103,6 +103,8 @@ func TestButtonsAreNumberedInOrderAndFound(t *testing.T) {
 	}
 	a3 := commands.Action{Name: commands.VerbApprove, Request: "r2"}
 	b.Add("Approve", a3)
+	b.Add("Still using it", commands.Action{Name: commands.VerbKeep, Request: "r2", Arg: "z7"})
+	b.Add("Extend 1h", commands.Action{Name: commands.VerbExtend, Request: "r2", Arg: "1h"})
 	for _, tc := range []struct {
 		label, request string
 		want           int
@@ -113,6 +115,9 @@ func TestButtonsAreNumberedInOrderAndFound(t *testing.T) {
 		{"den", "", 2, true},
 		{"release", "", 0, false},
 		{"approve", "r9", 0, false},
+		{"still using it", "z7", 4, true},
+		{"still", "r2", 4, true},
+		{"extend", "1h", 0, false},
 	} {
 		if n, ok := b.Find(tc.label, tc.request); n != tc.want || ok != tc.ok {
 			t.Errorf("Find(%q, %q) = %d, %v; want %d, %v", tc.label, tc.request, n, ok, tc.want, tc.ok)

@@ -5,6 +5,8 @@ const usage = `gpubot — GPU requests by chat, on Kubernetes clusters that run 
 People ask for GPUs with /gpu commands; gpubot answers at once with where
 the request stands and when it will start, asks the right lead to approve
 what needs approval, and follows the work until the GPUs are released.
+Every 10 minutes it sweeps for zombies (work holding GPUs without using
+them) and asks their owners.
 
 Usage:
   gpubot [command] [flags]
@@ -32,7 +34,8 @@ $KUBECONFIG is set. A data directory remembers its cluster and refuses
 to be used with another.
 
 With no configuration gpubot uses its bundled example (deploy/gpubot.example.yaml):
-two GPU flavors, three teams in a shared cohort, and some work already running.
+two GPU flavors, three teams in a shared cohort, and some work already running,
+two of it zombies.
 
 Run "gpubot <command> --help" for a command's flags.
 `

@@ -110,7 +110,8 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	clock := &ManualClock{}
 	clock.Set(start)
-	sim, fresh, err := simcluster.New(ctx, cfg.Cluster(), db, clock, func(err error) bool { return errors.Is(err, store.ErrNotFound) })
+	sim, fresh, err := simcluster.New(ctx, cfg.Cluster(), db, clock, func(err error) bool { return errors.Is(err, store.ErrNotFound) },
+		simcluster.WithPodsReadyTimeout(cfg.Kubernetes().PodsReadyTimeout))
 	if err != nil {
 		return err
 	}
@@ -120,20 +121,24 @@ func Run(ctx context.Context, o Options) (err error) {
 	set := cfg.Settings()
 	svc, err := commands.NewService(ctx, set, commands.Deps{
 		Cluster: sim, Requests: db, IDs: db, Audit: db, Usage: db, Clock: clock,
-	}, commands.WithLogger(log))
+	}, append(simZombieOptions(cfg, db, sim, log), commands.WithLogger(log))...)
 	if err != nil {
 		return err
 	}
-	if err := svc.Seed(ctx, cfg.Seeds()); err != nil {
+	ids, err := svc.Seed(ctx, cfg.Seeds())
+	if err != nil {
 		return fmt.Errorf("seeding the simulated cluster from %s: %w", cfg.Name(), err)
 	}
-	con, err := console.New(o.Stdout, set.People, console.As(o.As), console.Interactive(o.Interactive), console.In(set.Location),
+	if err := seedUses(ctx, cfg, sim, ids); err != nil {
+		return err
+	}
+	con, err := console.New(o.Stdout, set.People, console.As(o.As), console.Interactive(o.Interactive), console.In(set.Location), console.Clock(clock.Now),
 		console.History(filepath.Join(o.DataDir, consoleHistory)), console.Completion(svc.Vocabulary()))
 	if err != nil {
 		return err
 	}
 	rt := bot.New(svc, con, bot.WithDeduper(db, 24*time.Hour, clock), bot.WithLogger(log))
-	be := &backend{rt: rt, sim: sim, svc: svc, clock: clock}
+	be := &backend{rt: rt, sim: sim, svc: svc, clock: clock, sweep: newSweepClock(cfg.Zombies().Schedule, log)}
 	log.Info("gpubot console starting", "config", cfg.Name(), "dataDir", o.DataDir, "simulatedTime", clock.Now(), "fresh", fresh)
 	// Catch up: reconcile the store with the cluster, refresh estimates.
 	if err := be.sync(ctx); err != nil {
@@ -197,6 +202,7 @@ type backend struct {
 	sim   *simcluster.Cluster
 	svc   *commands.Service
 	clock *ManualClock
+	sweep *sweepClock
 }
 
 func (b *backend) Process(ctx context.Context, in commands.Input) {
@@ -218,6 +224,9 @@ func (b *backend) Advance(ctx context.Context, d time.Duration) error {
 		if t := b.svc.NextWakeup(ctx, now); t.After(now) && t.Before(next) {
 			next = t
 		}
+		if t := b.sweep.next(now); t.Before(next) {
+			next = t
+		}
 		b.clock.Set(next)
 		if err := b.sync(ctx); err != nil {
 			return err
@@ -228,13 +237,17 @@ func (b *backend) Advance(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// sync brings the cluster to the clock's time and reports what happened.
+// sync brings the cluster to the clock's time and reports what happened,
+// then sweeps for zombies if a sweep is due.
 func (b *backend) sync(ctx context.Context) error {
 	events, err := b.sim.Advance(ctx)
 	if err != nil {
 		return fmt.Errorf("advancing the simulated cluster: %w", err)
 	}
 	b.rt.DeliverNow(ctx, b.svc.Observe(ctx, events))
+	if now := b.clock.Now(); b.sweep.due(now) {
+		b.rt.DeliverNow(ctx, b.svc.Sweep(ctx, now))
+	}
 	return nil
 }
 

@@ -104,9 +104,13 @@ func runOnCluster(ctx context.Context, o Options, cfg *config.Config, db *store.
 		return err
 	}
 	set := cfg.Settings()
+	zombieOpts, err := clusterZombieOptions(cfg, db, br, log)
+	if err != nil {
+		return err
+	}
 	svc, err := commands.NewService(ctx, set, commands.Deps{
 		Cluster: br, Requests: tel.watchRequests(db), IDs: db, Audit: tel.audit(db), Usage: db, Clock: wallClock{},
-	}, commands.WithLogger(log), commands.WithTracker(br))
+	}, append(zombieOpts, commands.WithLogger(log), commands.WithTracker(br))...)
 	if err != nil {
 		return err
 	}
@@ -141,7 +145,11 @@ func runOnCluster(ctx context.Context, o Options, cfg *config.Config, db *store.
 		return err
 	}
 	rt.DeliverNow(ctx, svc.Adopt(ctx, owned))
-	wg.Add(2)
+	wg.Add(3)
+	go func() {
+		defer wg.Done()
+		sweepZombies(ctx, clock.RealClock{}, newSweepClock(cfg.Zombies().Schedule, log), svc, rt)
+	}()
 	go func() {
 		defer wg.Done()
 		br.Run(ctx, func(ctx context.Context, evs []allocator.Event) {

@@ -81,7 +81,7 @@ func metricsServer(t *testing.T) *httptest.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := svc.Seed(ctx, cfg.Seeds()); err != nil {
+	if _, err := svc.Seed(ctx, cfg.Seeds()); err != nil {
 		t.Fatal(err)
 	}
 	tel.watchCluster(svc, fakeZombies{

@@ -88,7 +88,8 @@ func runSlackOnSim(ctx context.Context, o Options, cfg *config.Config, db *store
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	sim, fresh, err := simcluster.New(ctx, cfg.Cluster(), db, clk, func(err error) bool { return errors.Is(err, store.ErrNotFound) })
+	sim, fresh, err := simcluster.New(ctx, cfg.Cluster(), db, clk, func(err error) bool { return errors.Is(err, store.ErrNotFound) },
+		simcluster.WithPodsReadyTimeout(cfg.Kubernetes().PodsReadyTimeout))
 	if err != nil {
 		return err
 	}
@@ -98,12 +99,16 @@ func runSlackOnSim(ctx context.Context, o Options, cfg *config.Config, db *store
 	tel := newTelemetry(db)
 	svc, err := commands.NewService(ctx, cfg.Settings(), commands.Deps{
 		Cluster: sim, Requests: tel.watchRequests(db), IDs: db, Audit: tel.audit(db), Usage: db, Clock: clk,
-	}, commands.WithLogger(log))
+	}, append(simZombieOptions(cfg, db, sim, log), commands.WithLogger(log))...)
 	if err != nil {
 		return err
 	}
 	tel.watchCluster(svc, db, clk.Now)
-	if err := svc.Seed(ctx, cfg.Seeds()); err != nil {
+	ids, err := svc.Seed(ctx, cfg.Seeds())
+	if err != nil {
+		return err
+	}
+	if err := seedUses(ctx, cfg, sim, ids); err != nil {
 		return err
 	}
 	ad, handler := newSlack(o, cfg, svc, db, log, tel, clk)
@@ -129,7 +134,7 @@ func runSlackOnSim(ctx context.Context, o Options, cfg *config.Config, db *store
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		driveSim(ctx, clk, sim, svc, rt, every, log)
+		driveSim(ctx, clk, sim, svc, rt, every, newSweepClock(cfg.Zombies().Schedule, log), log)
 	}()
 	err = ad.Run(ctx, rt)
 	log.Info("gpubot stopped", "err", err)
@@ -148,9 +153,9 @@ func startRuntime(ctx context.Context, rt *bot.Runtime, wg *sync.WaitGroup) {
 }
 
 // driveSim keeps the simulated cluster at the clock's time: it catches up,
-// reports what happened, and sleeps until the next workload end, reminder
-// or sweep.
-func driveSim(ctx context.Context, clk clock.Clock, sim *simcluster.Cluster, svc *commands.Service, rt *bot.Runtime, every time.Duration, log *slog.Logger) {
+// reports what happened, sweeps for zombies when that is due, and sleeps
+// until the next workload end, reminder or sweep.
+func driveSim(ctx context.Context, clk clock.Clock, sim *simcluster.Cluster, svc *commands.Service, rt *bot.Runtime, every time.Duration, zombies *sweepClock, log *slog.Logger) {
 	for ctx.Err() == nil {
 		now := clk.Now()
 		events, err := sim.Advance(ctx)
@@ -158,7 +163,13 @@ func driveSim(ctx context.Context, clk clock.Clock, sim *simcluster.Cluster, svc
 			log.Error("advancing the simulated cluster", "err", err)
 		}
 		rt.DeliverNow(ctx, svc.Observe(ctx, events))
+		if zombies.due(now) {
+			rt.DeliverNow(ctx, svc.Sweep(ctx, now))
+		}
 		next := now.Add(every)
+		if t := zombies.next(now); t.Before(next) {
+			next = t
+		}
 		if t := sim.NextEvent(); t.After(now) && t.Before(next) {
 			next = t
 		}

@@ -60,7 +60,7 @@ func seedPending(tb testing.TB, dir, cfgPath string, n int) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := svc.Seed(ctx, cfg.Seeds()); err != nil {
+	if _, err := svc.Seed(ctx, cfg.Seeds()); err != nil {
 		tb.Fatal(err)
 	}
 	users := []string{"U0ALICE", "U0DAVE", "U0GRACE", "U0BOB", "U0ERIN", "U0FRANK"}

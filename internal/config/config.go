@@ -25,6 +25,10 @@ type Config struct {
 	seeds    []commands.Seed
 	kube     Kubernetes
 	slack    Slack
+	zombies  Zombies
+	metrics  Metrics
+	// seedUse is how each seed uses its GPUs, in the order of seeds.
+	seedUse []SeedUse
 }
 
 // Load reads and validates the YAML file at path. Problems in the file are
@@ -177,6 +181,7 @@ func (c *Config) Settings() commands.Settings {
 	s.Priorities = slices.Clone(s.Priorities)
 	s.Approval.Priorities = slices.Clone(s.Approval.Priorities)
 	s.Templates = slices.Clone(s.Templates)
+	s.Zombies = c.zombies.Policy
 	return s
 }
 

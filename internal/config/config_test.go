@@ -130,6 +130,8 @@ func TestDefaultSettings(t *testing.T) {
 		Templates:       []string{"default", "pytorch-ddp", "dev-box"},
 		DefaultChannel:  "#gpu",
 		Location:        berlin,
+		Zombies: commands.ZombiePolicy{IdleThreshold: 5, IdleWindow: 30 * time.Minute, LeadsGrace: 30 * time.Minute,
+			ReleaseGrace: 30 * time.Minute, KeepFor: 24 * time.Hour, Release: true},
 	}
 	if diff := cmp.Diff(want, mustDefault(t).Settings(), locations); diff != "" {
 		t.Errorf("Settings() (-want +got):\n%s", diff)

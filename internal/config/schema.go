@@ -95,7 +95,8 @@ func (p *parser) config(root *yaml.Node) *Config {
 
 	f := p.mapping(root, "",
 		"timezone", "defaultChannel", "admission", "priorities", "defaultPriority",
-		"requests", "approval", "templates", "flavors", "people", "teams", "simulation", "kubernetes", "slack")
+		"requests", "approval", "templates", "flavors", "people", "teams", "simulation", "kubernetes", "slack",
+		"zombies", "metrics")
 	p.timezone(f)
 	p.defaultChannel(f)
 	p.admission(f.get("admission"))
@@ -110,6 +111,9 @@ func (p *parser) config(root *yaml.Node) *Config {
 	p.checkQuotaTotals()
 	p.kubernetes(f.get("kubernetes"))
 	p.slackSection(f.get("slack"))
+	p.zombiesSection(f.get("zombies"))
+	p.cfg.zombies.Policy.PodsReadyTimeout = p.cfg.kube.PodsReadyTimeout
+	p.metricsSection(f.get("metrics"))
 	if n := f.get("simulation"); n != nil {
 		s := p.mapping(n, "simulation", "running")
 		if r := s.get("running"); r != nil {

@@ -16,16 +16,18 @@ import (
 // it in the flavor's GPUs and its team's quota.
 func (p *parser) seedList(n *yaml.Node) {
 	for i, e := range p.list(n, "simulation.running") {
-		if s, ok := p.seed(e, index("simulation.running", i)); ok {
+		if s, use, ok := p.seed(e, index("simulation.running", i)); ok {
 			p.cfg.seeds = append(p.cfg.seeds, s)
+			p.cfg.seedUse = append(p.cfg.seedUse, use)
 		}
 	}
 }
 
-func (p *parser) seed(n *yaml.Node, path string) (commands.Seed, bool) {
+func (p *parser) seed(n *yaml.Node, path string) (commands.Seed, SeedUse, bool) {
 	f := p.mapping(n, path, "requester", "team", "gpus", "flavor", "priority",
-		"startedAgo", "duration", "topology", "template", "reason")
+		"startedAgo", "duration", "topology", "template", "reason", "gpuUtilization", "podsReady")
 	ok := true
+	use := p.seedUse(f, path)
 	// ref reads a required or optional reference to a declared name.
 	ref := func(key string, r *registry, required bool) string {
 		var v *yaml.Node
@@ -95,45 +97,45 @@ func (p *parser) seed(n *yaml.Node, path string) (commands.Seed, bool) {
 		seed.Spec.GPUs, _ = p.integer(gpusNode, field(path, "gpus"), 1, maxGPUs)
 	}
 	if !ok || seed.Spec.GPUs == 0 || seed.Spec.Duration == 0 {
-		return seed, false
+		return seed, use, false
 	}
 	gpusPath := field(path, "gpus")
 	ti, fi := p.teamInfo[seed.Spec.Team], p.flavorInfo[seed.Spec.Flavor]
 	if ti == nil || fi == nil {
-		return seed, false
+		return seed, use, false
 	}
 	if !ti.people[seed.Requester] {
 		p.errorf(f.get("requester"), field(path, "requester"), "%s is not a lead or member of team %s", seed.Requester, seed.Spec.Team)
-		return seed, false
+		return seed, use, false
 	}
 	queue := p.cfg.cluster.Queues[ti.index]
 	quota, hasQuota := queue.Quotas[seed.Spec.Flavor]
 	if !hasQuota {
 		p.errorf(f.get("flavor"), field(path, "flavor"), "team %s has no quota for %s (its flavors: %s)", seed.Spec.Team, seed.Spec.Flavor, strings.Join(queue.Flavors, ", "))
-		return seed, false
+		return seed, use, false
 	}
 	if msg := fits(seed.Spec.GPUs, level, fi); msg != "" {
 		p.errorf(gpusNode, gpusPath, "%s", msg)
-		return seed, false
+		return seed, use, false
 	}
 	if total, after := fi.nodes*fi.flavor.GPUsPerNode, fi.seededGPUs+seed.Spec.GPUs; after > total {
 		p.errorf(gpusNode, gpusPath, "with the seeds before it, %d %s GPUs would run, more than the %d there are", after, seed.Spec.Flavor, total)
-		return seed, false
+		return seed, use, false
 	}
 	used := ti.seeded[seed.Spec.Flavor] + seed.Spec.GPUs
 	switch {
 	case queue.Cohort == "" && used > quota.Nominal:
 		p.errorf(gpusNode, gpusPath, "with the seeds before it, team %s would use %d %s GPUs, more than its nominal quota of %d (it has no cohort to borrow from)",
 			seed.Spec.Team, used, seed.Spec.Flavor, quota.Nominal)
-		return seed, false
+		return seed, use, false
 	case quota.BorrowingLimit != nil && used > quota.Nominal+*quota.BorrowingLimit:
 		p.errorf(gpusNode, gpusPath, "with the seeds before it, team %s would use %d %s GPUs, more than its nominal quota of %d plus its borrowingLimit of %d",
 			seed.Spec.Team, used, seed.Spec.Flavor, quota.Nominal, *quota.BorrowingLimit)
-		return seed, false
+		return seed, use, false
 	}
 	fi.seededGPUs += seed.Spec.GPUs
 	ti.seeded[seed.Spec.Flavor] = used
-	return seed, true
+	return seed, use, true
 }
 
 // fits explains why gpus GPUs at the given topology level cannot run on a

@@ -77,7 +77,7 @@ func TestValidation(t *testing.T) {
 		},
 		"unknown top-level key": {
 			yaml: minimal + "digest: {at: 9am}\n",
-			want: []string{`gpubot.yaml:5:1: digest: unknown key "digest" (known keys: timezone, defaultChannel, admission, priorities, defaultPriority, requests, approval, templates, flavors, people, teams, simulation, kubernetes, slack)`},
+			want: []string{`gpubot.yaml:5:1: digest: unknown key "digest" (known keys: timezone, defaultChannel, admission, priorities, defaultPriority, requests, approval, templates, flavors, people, teams, simulation, kubernetes, slack, zombies, metrics)`},
 		},
 		"duplicate key": {
 			yaml: minimal + "timezone: UTC\ntimezone: Europe/Paris\n",

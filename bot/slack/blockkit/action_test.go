@@ -42,6 +42,8 @@ func TestActionRoundTrip(t *testing.T) {
 		{Name: commands.VerbRelease, Request: "r4"},
 		{Name: commands.VerbExtend, Request: "r4", Arg: "1h"},
 		{Name: commands.VerbExtend, Request: "r4", Arg: "4h"},
+		{Name: commands.VerbKeep, Request: "r4", Arg: "z2"},
+		{Name: commands.VerbKeep, Request: "z3"},
 	}
 	var bs []commands.Button
 	for _, a := range want {
@@ -49,7 +51,7 @@ func TestActionRoundTrip(t *testing.T) {
 	}
 	m := blockkit.Message(commands.Reply{Text: "Choose.", Blocks: []commands.Block{{Kind: commands.BlockActions, Buttons: bs}}})
 	got := pressed(t, m)
-	wantIDs := []string{"gpubot:approve", "gpubot:deny", "gpubot:preempt", "gpubot:cancel", "gpubot:release", "gpubot:extend:6", "gpubot:extend:7"}
+	wantIDs := []string{"gpubot:approve", "gpubot:deny", "gpubot:preempt", "gpubot:cancel", "gpubot:release", "gpubot:extend:6", "gpubot:extend:7", "gpubot:keep:8", "gpubot:keep:9"}
 	var ids []string
 	var actions []commands.Action
 	for _, p := range got {

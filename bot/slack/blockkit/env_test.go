@@ -52,7 +52,7 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.svc.Seed(ctx, cfg.Seeds()); err != nil {
+	if _, err := e.svc.Seed(ctx, cfg.Seeds()); err != nil {
 		t.Fatal(err)
 	}
 	return e
