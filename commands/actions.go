@@ -228,7 +228,9 @@ func (s *Service) preempt(c *call, r records.Request) {
 	}
 	s.audit(c, c.who.Name, "preempt", r.ID, "ok", "victims: "+strings.Join(victims, ", "))
 	c.emit(thread(r.ID, plain(fmt.Sprintf("%s preempted %s to start this now.", c.who.Name, strings.Join(victims, ", ")))))
+	c.manualVictims = victims
 	s.observe(c, events, "")
+	c.manualVictims = nil
 	c.private(plain(fmt.Sprintf("Preempted %s; %s is starting.", strings.Join(victims, ", "), r.ID)))
 }
 

@@ -21,6 +21,8 @@ const (
 	VerbDeny     Verb = "deny"
 	VerbPreempt  Verb = "preempt"
 	VerbKeep     Verb = "keep"
+	VerbDigest   Verb = "digest"
+	VerbReport   Verb = "report"
 	VerbHelp     Verb = "help"
 )
 
@@ -28,7 +30,7 @@ const (
 var Verbs = []Verb{
 	VerbRequest, VerbStatus, VerbQueue, VerbCapacity, VerbUsage, VerbWhatIf,
 	VerbCancel, VerbRelease, VerbExtend, VerbApprove, VerbDeny, VerbPreempt,
-	VerbKeep, VerbTrack, VerbHelp,
+	VerbKeep, VerbTrack, VerbDigest, VerbReport, VerbHelp,
 }
 
 // Command is one parsed /gpu command. Which fields are set depends on Verb:
@@ -43,6 +45,8 @@ var Verbs = []Verb{
 //	deny <id> [reason]          ID, Reason (optional)
 //	queue [team|flavor]         Team or Flavor (at most one)
 //	usage [team] [N d]          Team (optional), Days (0 = default)
+//	digest [team]               Team (optional: "" is the cluster-wide digest)
+//	report                      nothing
 //	track <namespace>/<job>     Namespace, Job
 //	help [verb]                 Topic (optional)
 type Command struct {

@@ -139,3 +139,7 @@ func size(r records.Request, flavors []string) string {
 	}
 	return fmt.Sprintf("%d× %s", r.GPUs, f)
 }
+
+// FormatDuration writes d as gpubot shows durations everywhere: 45m, 4h,
+// 1h30m, 2d, 2d6h (seconds rounded to the minute).
+func FormatDuration(d time.Duration) string { return fmtDuration(d) }

@@ -152,7 +152,11 @@ type envOptions struct {
 	zombies *commands.ZombiePolicy
 	util    commands.Utilization
 	others  commands.Others
+	digests commands.Digester
 }
+
+// withDigests answers /gpu digest and /gpu report with d.
+func withDigests(d commands.Digester) envOption { return func(o *envOptions) { o.digests = d } }
 
 // seeded runs Service.Seed with the configuration's seeds.
 func seeded(o *envOptions) { o.seed = true }
@@ -215,6 +219,9 @@ func newEnv(t *testing.T, cfg *config.Config, opts ...envOption) *env {
 		if o.others != nil {
 			svcOpts = append(svcOpts, commands.WithOthers(o.others))
 		}
+	}
+	if o.digests != nil {
+		svcOpts = append(svcOpts, commands.WithDigests(o.digests))
 	}
 	e.svc, err = commands.NewService(ctx, set, commands.Deps{
 		Cluster: e.cluster, Requests: db, IDs: db, Audit: db, Usage: db, Clock: e.clock,

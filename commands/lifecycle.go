@@ -13,6 +13,10 @@ import (
 	"github.com/gpubot/gpubot/records"
 )
 
+// EndTimeUp is the EndReason of a request that ran until its requested
+// time was up (as opposed to being released, or its Job ending on its own).
+const EndTimeUp = "reached its requested time"
+
 // refreshEvery is how often queued requests' estimates are recomputed when
 // nothing happens in the cluster.
 const refreshEvery = 15 * time.Minute
@@ -57,6 +61,7 @@ func (s *Service) observe(c *call, events []allocator.Event, skip string) {
 				continue
 			}
 			r.State = records.StateRunning
+			r.Waits = append(r.Waits, records.Wait{From: r.WaitingSince(), To: ev.At})
 			r.AdmittedAt = ev.At
 			if ev.Admission != nil {
 				r.AdmittedFlavor = ev.Admission.Flavor
@@ -107,7 +112,7 @@ func (s *Service) observe(c *call, events []allocator.Event, skip string) {
 			s.recordUsage(&c2, r)
 			r.State = records.StateFinished
 			r.EndedAt = ev.At
-			r.EndReason = cmp.Or(ev.Detail, "reached its requested time")
+			r.EndReason = cmp.Or(ev.Detail, EndTimeUp)
 			msg = fmt.Sprintf("Finished: ran %s and %s; %.0f GPU-hours used.", fmtDuration(ev.At.Sub(r.AdmittedAt)), r.EndReason, float64(r.GPUs)*ev.At.Sub(r.AdmittedAt).Hours())
 		default:
 			continue
@@ -116,7 +121,11 @@ func (s *Service) observe(c *call, events []allocator.Event, skip string) {
 			s.log.Error("saving request after cluster event", "request", r.ID, "event", ev.Kind, "err", err)
 			continue
 		}
-		s.audit(c, "gpubot", string(ev.Kind), r.ID, "ok", msg)
+		actor := "gpubot"
+		if ev.Kind == allocator.EventPreempted && slices.Contains(c.manualVictims, r.ID) {
+			actor = c.who.Name // an admin's /gpu preempt, not Kueue's policy
+		}
+		s.audit(c, actor, string(ev.Kind), r.ID, "ok", msg)
 		if r.ID != skip {
 			c.emit(thread(r.ID, plain(msg)), s.updateCard(c, r))
 		}
@@ -339,15 +348,29 @@ func toRecord(now time.Time, e allocator.Estimate) *records.Estimate {
 // requests actually ran against what they asked for. With fewer than
 // five samples a team gets the allocator's default range.
 func (s *Service) estimateOptions(c *call) allocator.EstimateOptions {
-	opts := allocator.EstimateOptions{Horizon: s.horizon, Factors: map[string]allocator.Range{}}
-	done, err := s.deps.Requests.ListRequests(c.ctx, func(r records.Request) bool {
-		return r.State == records.StateFinished && !r.AdmittedAt.IsZero() && r.Duration > 0 && r.Preemptions == 0
-	})
+	done, err := s.deps.Requests.ListRequests(c.ctx, Learnable)
 	if err != nil {
-		return opts
+		return allocator.EstimateOptions{Horizon: s.horizon, Factors: map[string]allocator.Range{}}
 	}
+	return EstimateOptions(done, s.horizon)
+}
+
+// Learnable reports whether r teaches how long requests really run: it
+// finished, was never preempted, and asked for a duration.
+func Learnable(r records.Request) bool {
+	return r.State == records.StateFinished && !r.AdmittedAt.IsZero() && r.Duration > 0 && r.Preemptions == 0
+}
+
+// EstimateOptions are the estimate options the service uses, learned from
+// done (the Learnable requests) with the given horizon: per team, how long
+// finished requests actually ran against what they asked for.
+func EstimateOptions(done []records.Request, horizon time.Duration) allocator.EstimateOptions {
+	opts := allocator.EstimateOptions{Horizon: horizon, Factors: map[string]allocator.Range{}}
 	ratios := map[string][]float64{}
 	for _, r := range done {
+		if !Learnable(r) {
+			continue
+		}
 		ratios[r.Team] = append(ratios[r.Team], math.Min(1, r.EndedAt.Sub(r.AdmittedAt).Hours()/r.Duration.Hours()))
 	}
 	for team, rs := range ratios {

@@ -307,6 +307,8 @@ func (p *parser) command() (Command, *ParseError) {
 		c.Team, c.Flavor, err = p.queue()
 	case VerbUsage:
 		c.Team, c.Days, err = p.usage()
+	case VerbDigest:
+		c.Team, err = p.digestTeam()
 	case VerbCancel, VerbRelease, VerbApprove, VerbPreempt:
 		c.ID, err = p.id()
 	case VerbKeep:

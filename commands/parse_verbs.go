@@ -231,6 +231,27 @@ func (p *parser) days() (int, *ParseError) {
 	return days, nil
 }
 
+// digestTeam reads digest's optional team: <team> or "team <t>".
+func (p *parser) digestTeam() (string, *ParseError) {
+	if !p.more() {
+		return "", nil
+	}
+	if p.peekWord("team") {
+		p.next()
+		t, err := p.value("team")
+		if err != nil {
+			return "", err
+		}
+		return p.checkWord(t, "team", p.v.Teams)
+	}
+	t := p.peek()
+	if t.kind != tokWord {
+		return "", p.unexpected(t, nil)
+	}
+	p.next()
+	return p.checkWord(t, "team", p.v.Teams)
+}
+
 // topic reads help's optional verb.
 func (p *parser) topic() (Verb, *ParseError) {
 	if !p.more() {

@@ -72,6 +72,17 @@ type AuditLog interface {
 	AppendAudit(ctx context.Context, e records.AuditEntry) (uint64, error)
 }
 
+// Digester builds the digest and the weekly report on demand (/gpu
+// digest, /gpu report). Package digest satisfies it. It is called while
+// the service handles a command, so it must not call the service.
+type Digester interface {
+	// Digest is yesterday's digest as of now: of team, or of the whole
+	// cluster for "".
+	Digest(ctx context.Context, team string, now time.Time) (Reply, error)
+	// Report is the weekly success report as of now.
+	Report(ctx context.Context, now time.Time) (Reply, error)
+}
+
 // UsageLog keeps finished GPU usage.
 type UsageLog interface {
 	AppendUsage(ctx context.Context, u records.UsageRecord) error

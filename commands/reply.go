@@ -8,6 +8,24 @@ type Reply struct {
 	// for notifications, the console prints it first).
 	Text   string
 	Blocks []Block
+	// Image, if set, goes with the reply: a chart. Adapters attach it
+	// after the message (Slack: uploaded into the same conversation; the
+	// console: written to a file whose path it prints) and fall back to
+	// its Alt text when they cannot.
+	Image *Image
+}
+
+// Image is a picture attached to a reply.
+type Image struct {
+	// Name is a file name, e.g. "gpubot-digest-2026-12-01.png".
+	Name string
+	// Title is shown with the picture.
+	Title string
+	// PNG is the picture, PNG-encoded.
+	PNG []byte
+	// Alt says in words what the picture shows, for whoever cannot see it
+	// (and as the text fallback when it cannot be attached).
+	Alt string
 }
 
 // BlockKind enumerates the kinds of Block.
@@ -78,12 +96,15 @@ const (
 	UpdateCard DestKind = "card"
 	// ToPerson: a direct message to Person.
 	ToPerson DestKind = "person"
+	// ToPost: a message of its own in Channel, about no request (a
+	// scheduled digest or report). It has no thread gpubot follows.
+	ToPost DestKind = "post"
 )
 
 // Destination addresses an Output.
 type Destination struct {
 	Kind    DestKind
-	Channel string // ToChannel (and ToSender: where the sender typed)
+	Channel string // ToChannel, ToPost (and ToSender: where the sender typed)
 	Request string // ToChannel, ToThread, UpdateCard
 	Person  string // ToPerson: person name
 	ChatID  string // ToPerson: the person's chat user ID, when known

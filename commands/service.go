@@ -31,6 +31,10 @@ type Option func(*Service)
 // WithLogger sets the operator's log. Default: discard.
 func WithLogger(l *slog.Logger) Option { return func(s *Service) { s.log = l } }
 
+// WithDigests answers /gpu digest and /gpu report with d. Default: none
+// (they answer that digests are not set up).
+func WithDigests(d Digester) Option { return func(s *Service) { s.digests = d } }
+
 // WithEstimateHorizon bounds how far ahead estimates simulate. Default 30 days.
 func WithEstimateHorizon(d time.Duration) Option {
 	return func(s *Service) { s.horizon = d }
@@ -60,6 +64,7 @@ type Service struct {
 	zombies ZombieStore // optional; nil makes Sweep a no-op
 	util    Utilization // optional; nil: no idle detection
 	others  Others      // optional; nil: zombies.scope all sweeps gpubot's work only
+	digests Digester    // optional; nil answers that digests are off
 	watch   Clock       // measures how long a command took, for the log
 
 	mu       sync.Mutex
@@ -181,6 +186,9 @@ type call struct {
 	// verb, target and outcome are what the call's log line says: set
 	// by handle and by every audit entry (the last one wins).
 	verb, target, outcome string
+	// manualVictims are the workloads an admin's preempt evicts in this
+	// call: their preemption is audited as the admin's, not gpubot's.
+	manualVictims []string
 }
 
 func (c *call) private(r Reply)  { c.outs = append(c.outs, private(r)) }
@@ -272,6 +280,8 @@ func (s *Service) handle(c *call) {
 		s.keep(c, Action{Name: VerbKeep, Request: cmd.ID})
 	case VerbTrack:
 		s.track(c, cmd.Namespace, cmd.Job)
+	case VerbDigest, VerbReport:
+		s.digest(c, cmd.Verb, cmd.Team)
 	case VerbHelp:
 		c.private(helpReply(cmd.Topic))
 	default:
@@ -328,6 +338,9 @@ func (s *Service) audit(c *call, actor, action, target, outcome, detail string) 
 	if target != "" {
 		c.target = target
 	}
+	if c.in.Action != nil {
+		e.Via = "button"
+	}
 	if _, err := s.deps.Audit.AppendAudit(c.ctx, e); err != nil {
 		s.log.Error("appending to the audit log", "err", err, "action", action, "target", target)
 	}
@@ -360,4 +373,28 @@ func plainError(err error) string {
 		msg = msg[:i]
 	}
 	return msg
+}
+
+// digest shows a digest or the weekly report privately.
+func (s *Service) digest(c *call, verb Verb, team string) {
+	if s.digests == nil {
+		c.private(plain("Digests and reports are not set up in this gpubot."))
+		return
+	}
+	var r Reply
+	var err error
+	if verb == VerbReport {
+		r, err = s.digests.Report(c.ctx, c.now)
+	} else {
+		r, err = s.digests.Digest(c.ctx, team, c.now)
+	}
+	if err != nil {
+		what := "building the digest"
+		if verb == VerbReport {
+			what = "building the report"
+		}
+		s.failed(c, what, err)
+		return
+	}
+	c.private(r)
 }

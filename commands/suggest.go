@@ -25,6 +25,8 @@ var usages = map[Verb]string{
 	VerbDeny:     `deny <id> [reason]`,
 	VerbPreempt:  `preempt <id>`,
 	VerbKeep:     `keep <id>`,
+	VerbDigest:   `digest [<team>]`,
+	VerbReport:   `report`,
 	VerbHelp:     `help [<verb>]`,
 }
 
@@ -52,6 +54,10 @@ func verbExample(verb Verb, v Vocabulary) string {
 		return "/gpu queue " + flavor
 	case VerbCapacity:
 		return "/gpu capacity"
+	case VerbDigest:
+		return "/gpu digest " + team
+	case VerbReport:
+		return "/gpu report"
 	case VerbUsage:
 		return "/gpu usage " + team + " 30d"
 	case VerbExtend:

@@ -186,17 +186,39 @@ func (s *Service) capacity(c *call) {
 
 // mix is the share of recent requests by pod size.
 func (s *Service) mix(c *call) allocator.Mix {
-	since := c.now.Add(-14 * 24 * time.Hour)
+	since := c.now.Add(-MixWindow)
 	recent, err := s.deps.Requests.ListRequests(c.ctx, func(r records.Request) bool { return r.CreatedAt.After(since) })
-	if err != nil || len(recent) == 0 {
+	if err != nil {
 		return nil
+	}
+	return RequestMix(s.cluster, recent)
+}
+
+// RequestMix is the share of requests by pod size (the p_k of
+// fragmentation measure (a)) among recent, on cl's flavors: what /gpu
+// capacity weighs fragmentation by, from the last 14 days' requests. It
+// is nil for no requests.
+func RequestMix(cl *allocator.Cluster, recent []records.Request) allocator.Mix {
+	if len(recent) == 0 {
+		return nil
+	}
+	gpn := map[string]int{}
+	for _, f := range cl.Flavors {
+		gpn[f.Name] = f.GPUsPerNode
+	}
+	queues := map[string][]string{}
+	for _, q := range cl.Queues {
+		queues[q.Name] = q.Flavors
 	}
 	m := allocator.Mix{}
 	for _, r := range recent {
+		flavors := queues[r.Team]
+		if r.Flavor != "" {
+			flavors = []string{r.Flavor}
+		}
 		per := 0
-		for _, f := range s.candidateFlavors(r) {
-			fl, _ := s.flavor(f)
-			if _, p, err := allocator.PodShape(r.GPUs, fl.GPUsPerNode); err == nil {
+		for _, f := range flavors {
+			if _, p, err := allocator.PodShape(r.GPUs, gpn[f]); err == nil {
 				per = p
 				break
 			}
@@ -207,6 +229,9 @@ func (s *Service) mix(c *call) allocator.Mix {
 	}
 	return m
 }
+
+// MixWindow is how far back RequestMix's requests go.
+const MixWindow = 14 * 24 * time.Hour
 
 // usage shows GPU-hours per team, fair-share standing and how good the
 // estimates were.

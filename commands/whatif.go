@@ -2,6 +2,7 @@ package commands
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -93,7 +94,7 @@ func (s *Service) whatIfCapacity(c *call, d CapacityDelta) {
 		c.private(plain(fmt.Sprintf("There is no flavor %s.", d.Flavor)))
 		return
 	}
-	changed, note, err := withCapacity(snap, fl, d.GPUs)
+	changed, note, err := WithCapacity(snap, fl, d.GPUs)
 	if err != nil {
 		c.private(plain(err.Error()))
 		return
@@ -154,10 +155,11 @@ func (s *Service) whatIfCapacity(c *call, d CapacityDelta) {
 	c.private(plain(head, blocks...))
 }
 
-// withCapacity returns a copy of snap with gpus more (or fewer) GPUs of
-// flavor: new nodes in a new block, or the last nodes removed with their
-// work requeued.
-func withCapacity(snap *allocator.Snapshot, fl allocator.Flavor, gpus int) (*allocator.Snapshot, string, error) {
+// WithCapacity returns a copy of snap with gpus more (or fewer) GPUs of
+// flavor, and a sentence saying what was simulated: new nodes in a new
+// block, or the last nodes removed with their work requeued. It is the
+// what-if engine of /gpu whatif +N and of the digest's capacity sentence.
+func WithCapacity(snap *allocator.Snapshot, fl allocator.Flavor, gpus int) (*allocator.Snapshot, string, error) {
 	cl := *snap.Cluster()
 	cl.Nodes = slices.Clone(cl.Nodes)
 	ws := snap.Workloads()
@@ -194,6 +196,35 @@ func withCapacity(snap *allocator.Snapshot, fl allocator.Flavor, gpus int) (*all
 	}
 	sn, err := allocator.NewSnapshot(&cl, snap.Now(), ws, snap.Usage())
 	return sn, fmt.Sprintf("Simulated removing %s (the last by name); %s on them requeued.", counted(len(removed), fl.Name+" node"), counted(requeued, "running workload")), err
+}
+
+// WithBorrowingLimit returns a copy of snap in which queue may borrow
+// extra more GPUs of flavor from its cohort, and a sentence saying so. It
+// fails for a queue without a cohort or without a borrowing limit on the
+// flavor (it may borrow without limit already).
+func WithBorrowingLimit(snap *allocator.Snapshot, queue, flavor string, extra int) (*allocator.Snapshot, string, error) {
+	cl := *snap.Cluster()
+	cl.Queues = slices.Clone(cl.Queues)
+	i := slices.IndexFunc(cl.Queues, func(q allocator.Queue) bool { return q.Name == queue })
+	if i < 0 {
+		return nil, "", fmt.Errorf("there is no team %s", queue)
+	}
+	q := &cl.Queues[i]
+	quota, ok := q.Quotas[flavor]
+	switch {
+	case q.Cohort == "":
+		return nil, "", fmt.Errorf("%s is in no cohort, so it borrows nothing", queue)
+	case !ok:
+		return nil, "", fmt.Errorf("%s has no %s quota", queue, flavor)
+	case quota.BorrowingLimit == nil:
+		return nil, "", fmt.Errorf("%s may already borrow %s without limit", queue, flavor)
+	}
+	limit := *quota.BorrowingLimit + extra
+	quota.BorrowingLimit = &limit
+	q.Quotas = maps.Clone(q.Quotas)
+	q.Quotas[flavor] = quota
+	sn, err := allocator.NewSnapshot(&cl, snap.Now(), snap.Workloads(), snap.Usage())
+	return sn, fmt.Sprintf("Simulated %s borrowing up to %d %s GPUs (%+d).", queue, limit, flavor, extra), err
 }
 
 // mid is the middle of an estimate as a wait from now; unknown counts as

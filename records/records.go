@@ -87,6 +87,10 @@ type Request struct {
 	PodsReadyAt       time.Time `json:"podsReadyAt,omitempty"`
 	PodsNotReadySince time.Time `json:"podsNotReadySince,omitempty"`
 	PodsDetail        string    `json:"podsDetail,omitempty"`
+	// Waits lists the request's finished waits for GPUs: from its creation
+	// to its first admission, then from each requeue to the admission
+	// after it. A wait still open is not listed.
+	Waits []Wait `json:"waits,omitempty"`
 }
 
 // Estimate is a start-time estimate as it was posted.
@@ -108,6 +112,9 @@ type AuditEntry struct {
 	Target  string    `json:"target,omitempty"`
 	Outcome string    `json:"outcome"` // "ok", "refused", "invalid", "error"
 	Detail  string    `json:"detail,omitempty"`
+	// Via is "button" when the action came from a button press; "" for a
+	// typed command or gpubot's own doing.
+	Via string `json:"via,omitempty"`
 }
 
 // UsageRecord is a finished stretch of GPU use by one request.

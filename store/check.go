@@ -322,5 +322,13 @@ func (c *recordCheck) all(tx *bolt.Tx) {
 		_, err := decodeZombie(k, v)
 		return err
 	})
+	c.each(tx, bucketJobs, func(k, v []byte) error {
+		_, err := decodeJobRun(k, v)
+		return err
+	})
+	c.each(tx, bucketSamples, func(k, v []byte) error {
+		_, err := decodeSample(k, v)
+		return err
+	})
 	slices.Sort(c.rep.Unknown)
 }

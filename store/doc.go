@@ -72,6 +72,12 @@
 //	zombies        8-byte big-endian sequence (1, 2, …) → records.Zombie as
 //	               JSON, whose ID is "z" and the sequence in decimal. The
 //	               bucket's sequence is the counter behind new zombies' IDs.
+//	jobs           scheduled job name → records.JobRun as JSON: the job's last
+//	               completed run (or its baseline), so that a digest is never
+//	               posted twice for one period, across restarts
+//	samples        8-byte big-endian At (unix nanoseconds) → records.Sample as
+//	               JSON: the cluster's fragmentation and what the queue waited
+//	               for, sampled periodically for the digest's averages
 //
 // # Caveats
 //
@@ -107,7 +113,10 @@
 // optional JSON field to a record does not change it, since old builds
 // ignore unknown fields and new builds read missing ones as zero. When it
 // changes, Open will migrate older files forward in its single opening
-// transaction. Version 1 is the first, so no migration exists yet.
+// transaction. Version 1 is the first, so no migration exists yet. Adding
+// a bucket does not change it either: Open creates missing buckets, and
+// older builds leave buckets they do not know alone (jobs and samples were
+// added that way).
 //
 // Time is an input. Nothing here reads the clock: audit entries carry
 // the caller's At, Seen takes now. Times used in keys (usage End and

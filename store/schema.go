@@ -25,10 +25,13 @@ var (
 	bucketDedupeExpiry = []byte("dedupe-expiry")
 	bucketState        = []byte("state")
 	bucketZombies      = []byte("zombies")
+	bucketJobs         = []byte("jobs")
+	bucketSamples      = []byte("samples")
 
 	allBuckets = [][]byte{
 		bucketMeta, bucketRequests, bucketAudit, bucketUsage, bucketUsageIndex,
 		bucketThreads, bucketDedupe, bucketDedupeExpiry, bucketState, bucketZombies,
+		bucketJobs, bucketSamples,
 	}
 )
 

@@ -34,6 +34,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -66,6 +67,7 @@ type Console struct {
 	now         func() time.Time
 	history     string
 	vocab       commands.Vocabulary
+	files       string // where images are written; "" is the working directory
 
 	mu      sync.Mutex
 	buttons Buttons
@@ -80,8 +82,13 @@ func As(name string) Option { return func(c *Console) { c.as = name } }
 // Interactive selects prompts (terminal) or echoed lines (pipe). Default false.
 func Interactive(on bool) Option { return func(c *Console) { c.interactive = on } }
 
-// Clock stamps what is printed before Run with now's time (Run then
-// uses the backend's). Default: the wall clock.
+// Files writes the images of replies (digest charts) into dir, creating
+// it when needed. Default: the working directory.
+func Files(dir string) Option { return func(c *Console) { c.files = dir } }
+
+// Clock sets the time replies are stamped with until Run starts (then the
+// Backend's Now is used), e.g. for what is posted while catching up at
+// start. Default: the wall clock.
 func Clock(now func() time.Time) Option { return func(c *Console) { c.now = now } }
 
 // In shows times in loc. Default UTC.
@@ -104,13 +111,41 @@ func New(out io.Writer, people []commands.Person, opts ...Option) (*Console, err
 	return c, nil
 }
 
-// Send prints one reply. It satisfies bot.Sender.
+// Send prints one reply. It satisfies bot.Sender. A reply's image is
+// written to a file whose path is printed; if that fails, its text
+// (Image.Alt) is printed instead, with why.
 func (c *Console) Send(_ context.Context, out commands.Output) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	text := Render(out, &c.buttons)
+	if img := out.Reply.Image; img != nil {
+		path, err := c.writeImage(img)
+		if err != nil {
+			text += indent(fmt.Sprintf("(The chart could not be saved: %v. What it shows:)\n%s", err, img.Alt), "  ")
+		} else {
+			text += "  Chart: " + path + "\n"
+		}
+	}
 	_, err := fmt.Fprintf(c.out, "[%s] %s", c.stamp(), text)
 	return err
+}
+
+// writeImage writes img under the files directory and returns its path.
+func (c *Console) writeImage(img *commands.Image) (string, error) {
+	name := filepath.Base(filepath.Clean("/" + img.Name))
+	if name == "/" || name == "." {
+		name = "image.png"
+	}
+	if c.files != "" {
+		if err := os.MkdirAll(c.files, 0o700); err != nil {
+			return "", err
+		}
+	}
+	path := filepath.Join(c.files, name)
+	if err := os.WriteFile(path, img.PNG, 0o600); err != nil {
+		return "", err
+	}
+	return path, nil
 }
 
 func (c *Console) stamp() string { return c.now().In(c.loc).Format("Mon 15:04") }

@@ -83,6 +83,8 @@ func banner(d commands.Destination) string {
 		return fmt.Sprintf("── card %s updated ──", d.Request)
 	case commands.ToPerson:
 		return fmt.Sprintf("── direct message to %s ──", d.Person)
+	case commands.ToPost:
+		return fmt.Sprintf("── %s ──", d.Channel)
 	}
 	return "──"
 }

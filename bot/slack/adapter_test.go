@@ -3,6 +3,7 @@ package slackbot
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -341,4 +342,76 @@ func runAdapter(t *testing.T, a *Adapter, in Inputs) context.Context {
 		}
 	})
 	return wctx
+}
+
+// TestAdapterPostsWithImage: a post goes into its channel, and its chart
+// is uploaded there with the files upload flow; when Slack refuses the
+// upload, the chart's text is posted in the post's thread and the log
+// says why. A private reply's chart goes to the person's DM.
+func TestAdapterPostsWithImage(t *testing.T) {
+	fake := slackfake.Start(t)
+	var logs syncBuffer
+	a := New(Config{BotToken: slackfake.BotToken, AppToken: slackfake.AppToken, APIURL: fake.APIURL()},
+		stubService{}, &memThreads{m: map[string]records.Thread{}}, WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	png := []byte("\x89PNG\r\n\x1a\n not really")
+	post := func(day string) commands.Output {
+		return commands.Output{To: commands.Destination{Kind: commands.ToPost, Channel: "#gpu-admins"}, Reply: commands.Reply{
+			Text:  "Daily digest for the cluster, " + day + ".",
+			Image: &commands.Image{Name: "digest-" + day + ".png", Title: "GPU-hours " + day, PNG: png, Alt: "GPU-hours per day: nlp 12, 40"},
+		}}
+	}
+	in := replyInputs{a: a, outs: func(ev bot.Event) []commands.Output {
+		return []commands.Output{post("Mon"), {To: commands.Destination{Kind: commands.ToSender}, Reply: post("Tue").Reply}}
+	}}
+	wctx := runAdapter(t, a, in)
+	if _, err := fake.WaitAck(wctx, fake.SlashCommand("U0ALICE", "C0RANDOM", "digest")); err != nil {
+		t.Fatal(err)
+	}
+	admins := fake.ChannelID("#gpu-admins")
+	if err := fake.WaitFor(wctx, func() bool {
+		n := 0
+		for _, f := range fake.Files() {
+			if f.Completed {
+				n++
+			}
+		}
+		return n == 2
+	}); err != nil {
+		t.Fatalf("waiting for two uploads: %v; files: %+v", err, fake.Files())
+	}
+	for _, f := range fake.Files() {
+		switch f.Channel {
+		case admins:
+			if f.Name != "digest-Mon.png" || f.Title != "GPU-hours Mon" || string(f.Content) != string(png) || f.ThreadTS != "" || f.AltText != "GPU-hours per day: nlp 12, 40" {
+				t.Errorf("channel's upload = %+v", f)
+			}
+		case fake.DMChannel("U0ALICE"):
+			if f.Name != "digest-Tue.png" {
+				t.Errorf("DM upload = %s", f.Name)
+			}
+		default:
+			t.Errorf("upload into %s", f.Channel)
+		}
+	}
+	ms := fake.Messages(admins)
+	if len(ms) != 2 || ms[0].Text != "Daily digest for the cluster, Mon." || ms[1].Via != "files.completeUploadExternal" {
+		t.Fatalf("channel has %+v; want the post, then its chart", ms)
+	}
+
+	// Slack refuses the next upload: the post stands, and the chart's text
+	// follows in its thread.
+	fake.FailNext("files.getUploadURLExternal", "missing_scope")
+	if err := a.Send(wctx, post("Wed")); err != nil {
+		t.Fatal(err)
+	}
+	if err := fake.WaitFor(wctx, func() bool { return len(fake.Messages(admins)) == 4 }); err != nil {
+		t.Fatalf("%v: messages %+v", err, fake.Messages(admins))
+	}
+	ms = fake.Messages(admins)
+	if ms[2].Text != "Daily digest for the cluster, Wed." || ms[3].ThreadTS != ms[2].TS || !strings.Contains(string(ms[3].Blocks), "nlp 12, 40") {
+		t.Errorf("after a refused upload: %q, then %q in thread %q with %s", ms[2].Text, ms[3].Text, ms[3].ThreadTS, ms[3].Blocks)
+	}
+	if !strings.Contains(logs.String(), "Slack refused the upload of a chart") || !strings.Contains(logs.String(), "missing_scope") {
+		t.Errorf("the log does not say why:\n%s", logs.String())
+	}
 }

@@ -1,10 +1,12 @@
 package slackbot
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/slack-go/slack"
@@ -30,6 +32,25 @@ func (a *Adapter) Send(ctx context.Context, out commands.Output) error {
 		a.q.Enqueue(Call{Lane: "user:" + user, Method: "chat.postEphemeral", Do: func(ctx context.Context) error {
 			return a.private(ctx, user, channel, msg)
 		}})
+		// Files cannot be ephemeral: a private reply's image goes to the
+		// person's DM.
+		a.image("user:"+user, out.Reply.Image, func(ctx context.Context) (string, string, bool) {
+			ch, err := a.dmChannel(ctx, user)
+			return ch, "", err == nil
+		})
+	case commands.ToPost:
+		lane := "ch:" + to.Channel
+		channel := to.Channel
+		p := &posted{}
+		a.q.Enqueue(Call{Lane: lane, Method: "chat.postMessage", Paced: true, Do: func(ctx context.Context) error {
+			ch, ts, err := a.api.PostMessageContext(ctx, channel, slack.MsgOptionText(msg.Text, false), slack.MsgOptionBlocks(msg.Blocks...))
+			if err == nil {
+				p.set(ch, ts)
+			}
+			return err
+		}})
+		a.overflow(lane, msg, p.get)
+		a.image(lane, out.Reply.Image, p.get)
 	case commands.ToChannel:
 		lane := "ch:" + to.Channel
 		a.mu.Lock()
@@ -100,6 +121,74 @@ func (a *Adapter) Send(ctx context.Context, out commands.Output) error {
 		a.log.Error("reply with an unknown destination", "kind", string(to.Kind))
 	}
 	return nil
+}
+
+// posted is where a message went, once it is posted: for the calls
+// queued after it in its lane.
+type posted struct {
+	mu      sync.Mutex
+	ch, ts  string
+	present bool
+}
+
+func (p *posted) set(ch, ts string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ch, p.ts, p.present = ch, ts, true
+}
+
+func (p *posted) get(context.Context) (string, string, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.ch, p.ts, p.present
+}
+
+// maxAltText is how much of an image's text goes into the upload's
+// alt_txt (Slack's limit is 1000 characters).
+const maxAltText = 1000
+
+// image queues the upload of img (if any) after the message in lane,
+// with the files upload flow (files.getUploadURLExternal, the upload,
+// files.completeUploadExternal), into the conversation where says the
+// message went to (beside it, not in its thread). If Slack refuses the upload (a missing files:write
+// scope, a channel the bot is not in), the operator log says why and the
+// image's text is posted instead, in the message's thread when there is
+// one. Rate limits and transient failures are retried as for any call.
+func (a *Adapter) image(lane string, img *commands.Image, where func(context.Context) (channel, ts string, ok bool)) {
+	if img == nil || len(img.PNG) == 0 {
+		return
+	}
+	a.q.Enqueue(Call{Lane: lane, Method: "files.completeUploadExternal", Do: func(ctx context.Context) error {
+		ch, ts, ok := where(ctx)
+		if !ok {
+			a.log.Warn("the message of an image was not posted; the image is dropped", "image", img.Name)
+			return nil
+		}
+		alt := img.Alt
+		if r := []rune(alt); len(r) > maxAltText {
+			alt = string(r[:maxAltText-1]) + "…"
+		}
+		_, err := a.api.UploadFileContext(ctx, slack.UploadFileParameters{
+			Reader: bytes.NewReader(img.PNG), FileSize: len(img.PNG), Filename: img.Name, Title: img.Title, AltTxt: alt, Channel: ch,
+		})
+		if err == nil {
+			return nil
+		}
+		if _, limited := errors.AsType[*slack.RateLimitedError](err); limited || transient(err) {
+			return err
+		}
+		a.log.Warn("Slack refused the upload of a chart; posting its text instead", "image", img.Name, "channel", ch, "err", a.scrub(err.Error()))
+		text := blockkit.Message(commands.Reply{
+			Text:   "The chart could not be attached here. What it shows:",
+			Blocks: []commands.Block{{Kind: commands.BlockCode, Text: img.Alt}},
+		})
+		opts := []slack.MsgOption{slack.MsgOptionText(text.Text, false), slack.MsgOptionBlocks(text.Blocks...)}
+		if ts != "" {
+			opts = append(opts, slack.MsgOptionTS(ts))
+		}
+		_, _, err = a.api.PostMessageContext(ctx, ch, opts...)
+		return err
+	}})
 }
 
 // card posts a request's card and remembers where it is, in the store

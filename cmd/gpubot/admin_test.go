@@ -92,7 +92,7 @@ func TestAuditReadsTheLog(t *testing.T) {
 
 func TestUsageExportCSV(t *testing.T) {
 	dir := demoDir(t)
-	code, out, errw := runCLI(t, "", "usage", "export", "--data-dir", dir, "--since", "2026-12-01", "--csv")
+	code, out, errw := runCLI(t, "", "usage", "export", "--data-dir", dir, "--since", "2026-12-01", "--until", "2026-12-01T11:00:00Z", "--csv")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errw)
 	}
@@ -111,7 +111,7 @@ func TestUsageExportCSV(t *testing.T) {
 		t.Errorf("r10 (-want +got):\n%s", d)
 	}
 	// bob's r2 (48 H100s started 30h before the start) still runs: no
-	// end, counted from the start of the period to the newest entry.
+	// end, counted from the start of the period to --until.
 	if r := byID["r2"]; len(r) != 8 || r[6] != "" || r[7] != "528.00" {
 		t.Errorf("running r2 = %v, want an empty end and 48 × 11h = 528.00 GPU-hours", r)
 	}

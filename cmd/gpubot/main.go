@@ -69,7 +69,7 @@ func runBot(cmd string, args []string, stdin io.Reader, stdout, stderr io.Writer
 		cfgPath   = fs.String("config", os.Getenv("GPUBOT_CONFIG"), "configuration `file` (YAML); default: the bundled example, or $GPUBOT_CONFIG")
 		dataDir   = fs.String("data-dir", envOr("GPUBOT_DATA_DIR", app.DefaultDataDir()), "`directory` for gpubot.db, the console's history and the log; or $GPUBOT_DATA_DIR")
 		as        = fs.String("as", "", "console: who types first (a person's name from the config); default: the first person")
-		start     = fs.String("start", "", "console on the simulated cluster: simulated start `time` (RFC 3339) of a new data directory; default: now")
+		start     = fs.String("start", "", "console on the simulated cluster: simulated start `time` (RFC 3339) of a new data directory (default: now); on an existing one, a later time moves its simulated time forward, as if gpubot had been stopped until then")
 		logFile   = fs.String("log-file", "", "operator log `file`; \"-\" for standard error; default: <data-dir>/gpubot.log in the console, standard error on Slack")
 		logLevel  = fs.String("log-level", "info", "log `level`: debug (adds what people typed), info, warn or error")
 		logFormat = fs.String("log-format", "text", "log `format`: text (key=value) or json (one object per line)")

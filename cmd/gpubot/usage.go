@@ -5,8 +5,11 @@ const usage = `gpubot — GPU requests by chat, on Kubernetes clusters that run 
 People ask for GPUs with /gpu commands; gpubot answers at once with where
 the request stands and when it will start, asks the right lead to approve
 what needs approval, and follows the work until the GPUs are released.
-Every 10 minutes it sweeps for zombies (work holding GPUs without using
-them) and asks their owners.
+On the schedules in the configuration it posts daily digests (usage,
+waits, fragmentation, the capacity verdict, a chart) and a weekly success
+report.
+Every 10 minutes (zombies.schedule) it sweeps for zombies (work holding
+GPUs without using them) and asks their owners.
 
 Usage:
   gpubot [command] [flags]
@@ -54,7 +57,10 @@ flavors, teams and people, Ctrl-C clears the line and Ctrl-D leaves.
 When standard input is not a terminal, lines are read one at a time and
 replies printed as plain text; gpubot exits 0 at the end of the input.
 State is kept in <data-dir>/gpubot.db: start again with the same
---data-dir and everything is where you left it.
+--data-dir and everything is where you left it (--start with a later time
+resumes as if gpubot had been stopped until then). Scheduled digests are
+posted when :advance passes their time; their charts are written to
+<data-dir>/files and the path printed.
 
 Flags:
 `,

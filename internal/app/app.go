@@ -21,6 +21,7 @@ import (
 	"github.com/gpubot/gpubot/bot"
 	"github.com/gpubot/gpubot/bot/console"
 	"github.com/gpubot/gpubot/commands"
+	"github.com/gpubot/gpubot/digest"
 	"github.com/gpubot/gpubot/internal/config"
 	"github.com/gpubot/gpubot/simcluster"
 	"github.com/gpubot/gpubot/store"
@@ -44,7 +45,9 @@ type Options struct {
 	Interactive bool
 	// Start is the simulated time of a fresh data directory; zero means
 	// the wall clock's time, to the minute. A data directory that exists
-	// resumes at its own simulated time.
+	// resumes at its own simulated time, or at Start if that is later: as
+	// if gpubot had been stopped until then (what happened meanwhile in
+	// the cluster is caught up, missed digests are posted late).
 	Start time.Time
 	// LogFile: "" is DataDir/gpubot.log, "-" is Stderr.
 	LogFile  string
@@ -117,12 +120,23 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	if !fresh {
 		clock.Set(sim.Now())
+		if o.Start.After(sim.Now()) {
+			log.Info("resuming the simulated cluster later, as if gpubot had been stopped until then", "was", sim.Now(), "now", o.Start)
+			clock.Set(o.Start)
+		}
 	}
 	set := cfg.Settings()
+	eng, sched, err := newDigests(cfg, db, sim, log)
+	if err != nil {
+		return err
+	}
 	svc, err := commands.NewService(ctx, set, commands.Deps{
 		Cluster: sim, Requests: db, IDs: db, Audit: db, Usage: db, Clock: clock,
-	}, append(simZombieOptions(cfg, db, sim, log), commands.WithLogger(log))...)
+	}, append(simZombieOptions(cfg, db, sim, log), commands.WithLogger(log), commands.WithDigests(eng))...)
 	if err != nil {
+		return err
+	}
+	if err := addSweep(sched, cfg, svc); err != nil {
 		return err
 	}
 	ids, err := svc.Seed(ctx, cfg.Seeds())
@@ -132,13 +146,14 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err := seedUses(ctx, cfg, sim, ids); err != nil {
 		return err
 	}
-	con, err := console.New(o.Stdout, set.People, console.As(o.As), console.Interactive(o.Interactive), console.In(set.Location), console.Clock(clock.Now),
+	con, err := console.New(o.Stdout, set.People, console.As(o.As), console.Interactive(o.Interactive), console.In(set.Location),
+		console.Files(filepath.Join(o.DataDir, "files")), console.Clock(clock.Now),
 		console.History(filepath.Join(o.DataDir, consoleHistory)), console.Completion(svc.Vocabulary()))
 	if err != nil {
 		return err
 	}
 	rt := bot.New(svc, con, bot.WithDeduper(db, 24*time.Hour, clock), bot.WithLogger(log))
-	be := &backend{rt: rt, sim: sim, svc: svc, clock: clock, sweep: newSweepClock(cfg.Zombies().Schedule, log)}
+	be := &backend{rt: rt, sim: sim, svc: svc, sched: sched, clock: clock}
 	log.Info("gpubot console starting", "config", cfg.Name(), "dataDir", o.DataDir, "simulatedTime", clock.Now(), "fresh", fresh)
 	// Catch up: reconcile the store with the cluster, refresh estimates.
 	if err := be.sync(ctx); err != nil {
@@ -201,8 +216,8 @@ type backend struct {
 	rt    *bot.Runtime
 	sim   *simcluster.Cluster
 	svc   *commands.Service
+	sched *digest.Scheduler
 	clock *ManualClock
-	sweep *sweepClock
 }
 
 func (b *backend) Process(ctx context.Context, in commands.Input) {
@@ -211,24 +226,28 @@ func (b *backend) Process(ctx context.Context, in commands.Input) {
 
 func (b *backend) Now() time.Time { return b.clock.Now() }
 
-// Advance moves time in steps, stopping at every workload end and every
-// reminder on the way, so that each thing happens at its own time.
+// Advance moves time in steps, stopping at every workload end, every
+// reminder and every scheduled job on the way, so that each thing happens
+// at its own time.
 func (b *backend) Advance(ctx context.Context, d time.Duration) error {
 	target := b.clock.Now().Add(d)
 	for {
 		now := b.clock.Now()
-		next := target
+		next, scheduled := target, false
 		if t := b.sim.NextEvent(); t.After(now) && t.Before(next) {
 			next = t
 		}
 		if t := b.svc.NextWakeup(ctx, now); t.After(now) && t.Before(next) {
 			next = t
 		}
-		if t := b.sweep.next(now); t.Before(next) {
-			next = t
+		if t := b.sched.Next(); t.After(now) && t.Before(next) {
+			next, scheduled = t, true
 		}
 		b.clock.Set(next)
-		if err := b.sync(ctx); err != nil {
+		// A stop only for a scheduled job (the sampler runs every 10
+		// minutes) leaves the service's time-driven work to its own
+		// stops, as before there were scheduled jobs.
+		if err := b.syncAt(ctx, !scheduled); err != nil {
 			return err
 		}
 		if !next.Before(target) {
@@ -237,17 +256,21 @@ func (b *backend) Advance(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// sync brings the cluster to the clock's time and reports what happened,
-// then sweeps for zombies if a sweep is due.
-func (b *backend) sync(ctx context.Context) error {
+// sync brings the cluster to the clock's time, reports what happened and
+// runs the scheduled jobs that are due.
+func (b *backend) sync(ctx context.Context) error { return b.syncAt(ctx, true) }
+
+// syncAt is sync; unless observe, the service sees only cluster events
+// (if any), not a sweep of its own.
+func (b *backend) syncAt(ctx context.Context, observe bool) error {
 	events, err := b.sim.Advance(ctx)
 	if err != nil {
 		return fmt.Errorf("advancing the simulated cluster: %w", err)
 	}
-	b.rt.DeliverNow(ctx, b.svc.Observe(ctx, events))
-	if now := b.clock.Now(); b.sweep.due(now) {
-		b.rt.DeliverNow(ctx, b.svc.Sweep(ctx, now))
+	if observe || len(events) > 0 {
+		b.rt.DeliverNow(ctx, b.svc.Observe(ctx, events))
 	}
+	b.rt.DeliverNow(ctx, b.sched.RunDue(ctx, b.clock.Now()))
 	return nil
 }
 

@@ -108,13 +108,20 @@ func runOnCluster(ctx context.Context, o Options, cfg *config.Config, db *store.
 	if err != nil {
 		return err
 	}
+	eng, sched, err := newDigests(cfg, db, br, log)
+	if err != nil {
+		return err
+	}
 	svc, err := commands.NewService(ctx, set, commands.Deps{
 		Cluster: br, Requests: tel.watchRequests(db), IDs: db, Audit: tel.audit(db), Usage: db, Clock: wallClock{},
-	}, append(zombieOpts, commands.WithLogger(log), commands.WithTracker(br))...)
+	}, append(zombieOpts, commands.WithLogger(log), commands.WithTracker(br), commands.WithDigests(eng))...)
 	if err != nil {
 		return err
 	}
 	tel.watchCluster(svc, db, time.Now)
+	if err := addSweep(sched, cfg, svc); err != nil {
+		return err
+	}
 	var (
 		con     *console.Console
 		ad      *slackbot.Adapter
@@ -131,6 +138,7 @@ func runOnCluster(ctx context.Context, o Options, cfg *config.Config, db *store.
 		sender = ad
 	} else {
 		con, err = console.New(o.Stdout, set.People, console.As(o.As), console.Interactive(o.Interactive), console.In(set.Location),
+			console.Files(filepath.Join(o.DataDir, "files")),
 			console.History(filepath.Join(o.DataDir, consoleHistory)), console.Completion(svc.Vocabulary()))
 		if err != nil {
 			return err
@@ -145,11 +153,7 @@ func runOnCluster(ctx context.Context, o Options, cfg *config.Config, db *store.
 		return err
 	}
 	rt.DeliverNow(ctx, svc.Adopt(ctx, owned))
-	wg.Add(3)
-	go func() {
-		defer wg.Done()
-		sweepZombies(ctx, clock.RealClock{}, newSweepClock(cfg.Zombies().Schedule, log), svc, rt)
-	}()
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		br.Run(ctx, func(ctx context.Context, evs []allocator.Event) {
@@ -157,6 +161,14 @@ func runOnCluster(ctx context.Context, o Options, cfg *config.Config, db *store.
 		})
 	}()
 	rt.DeliverNow(ctx, svc.Observe(ctx, nil))
+	// Post what was missed while gpubot was down, then let robfig/cron
+	// fire the scheduled jobs in real time.
+	rt.DeliverNow(ctx, sched.RunDue(ctx, time.Now()))
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		sched.RunCron(ctx, time.Now, rt.DeliverNow)
+	}()
 	every := o.Cluster.SweepEvery
 	if every <= 0 {
 		every = 30 * time.Second

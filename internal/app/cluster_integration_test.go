@@ -112,12 +112,14 @@ func TestConsoleOnARealCluster(t *testing.T) {
 	// The log and the console write from different goroutines.
 	var out lockedBuffer
 	err := app.Run(ctx, app.Options{DataDir: t.TempDir(), As: "alice", LogFile: "-", Stderr: &out, Stdout: &out,
-		Stdin:   strings.NewReader("/gpu request 8xh100 for 1h\n/gpu track nlp/ci-eval\n/gpu status\n"),
+		Stdin:   strings.NewReader("/gpu request 8xh100 for 1h\n/gpu track nlp/ci-eval\n/gpu status\n/gpu digest\n/gpu report\n"),
 		Cluster: app.ClusterOptions{Kubeconfig: c.env.Kubeconfig}})
 	if err != nil {
 		t.Fatalf("Run: %v\n%s", err, out.String())
 	}
-	for _, want := range []string{"r1 running on h100-", "Tracking nlp/ci-eval as r2"} {
+	// The digests read the real cluster (nothing happened yesterday on a
+	// new one).
+	for _, want := range []string{"r1 running on h100-", "Tracking nlp/ci-eval as r2", "Daily digest for the cluster, ", "Weekly report, "} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("console output lacks %q:\n%s", want, out.String())
 		}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpubot/gpubot/simcluster"
 	"github.com/gpubot/gpubot/store"
@@ -110,5 +111,31 @@ func TestJSONLogs(t *testing.T) {
 	}
 	if err := Run(context.Background(), Options{DataDir: dir, Stdin: strings.NewReader(""), Stdout: io.Discard, LogFile: "-", LogFormat: "xml"}); err == nil {
 		t.Error("log format xml was accepted")
+	}
+}
+
+// TestUsageExportUntilDefault: without --until the period ends now, or at
+// the newest audit entry when the simulated cluster's time is ahead.
+func TestUsageExportUntilDefault(t *testing.T) {
+	dir := t.TempDir()
+	if err := Run(context.Background(), Options{DataDir: dir, Stdin: strings.NewReader("/gpu request 8xa100 for 2h\n:advance 5h\n"), Stdout: io.Discard,
+		LogFile: "-", Stderr: io.Discard, Start: time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)}); err != nil {
+		t.Fatal(err)
+	}
+	for now, want := range map[time.Time]string{
+		// The wall clock behind the simulated one: the newest entry, 12:00
+		// (r6 ends then), bounds the period; r2 has run 48 × 12h.
+		time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC): "r2,nlp,bob,h100,48,2026-11-30T02:00:00Z,,576.00",
+		// The wall clock ahead: now bounds it.
+		time.Date(2026, 12, 1, 14, 0, 0, 0, time.UTC): "r2,nlp,bob,h100,48,2026-11-30T02:00:00Z,,672.00",
+	} {
+		var out strings.Builder
+		err := UsageExport(context.Background(), UsageOptions{DataDir: dir, Since: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), Now: now}, &out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out.String(), want+"\n") {
+			t.Errorf("now %s: export lacks %q:\n%s", now.Format(time.Kitchen), want, out.String())
+		}
 	}
 }

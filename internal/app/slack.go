@@ -12,6 +12,7 @@ import (
 	"github.com/gpubot/gpubot/bot"
 	slackbot "github.com/gpubot/gpubot/bot/slack"
 	"github.com/gpubot/gpubot/commands"
+	"github.com/gpubot/gpubot/digest"
 	"github.com/gpubot/gpubot/internal/config"
 	"github.com/gpubot/gpubot/simcluster"
 	"github.com/gpubot/gpubot/store"
@@ -97,13 +98,20 @@ func runSlackOnSim(ctx context.Context, o Options, cfg *config.Config, db *store
 		log.Warn("the simulated cluster's time is ahead of the clock (the console moved it); nothing happens in it until the clock catches up", "ahead", ahead.String())
 	}
 	tel := newTelemetry(db)
+	eng, sched, err := newDigests(cfg, db, sim, log)
+	if err != nil {
+		return err
+	}
 	svc, err := commands.NewService(ctx, cfg.Settings(), commands.Deps{
 		Cluster: sim, Requests: tel.watchRequests(db), IDs: db, Audit: tel.audit(db), Usage: db, Clock: clk,
-	}, append(simZombieOptions(cfg, db, sim, log), commands.WithLogger(log))...)
+	}, append(simZombieOptions(cfg, db, sim, log), commands.WithLogger(log), commands.WithDigests(eng))...)
 	if err != nil {
 		return err
 	}
 	tel.watchCluster(svc, db, clk.Now)
+	if err := addSweep(sched, cfg, svc); err != nil {
+		return err
+	}
 	ids, err := svc.Seed(ctx, cfg.Seeds())
 	if err != nil {
 		return err
@@ -134,7 +142,7 @@ func runSlackOnSim(ctx context.Context, o Options, cfg *config.Config, db *store
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		driveSim(ctx, clk, sim, svc, rt, every, newSweepClock(cfg.Zombies().Schedule, log), log)
+		driveSim(ctx, clk, sim, svc, sched, rt, every, log)
 	}()
 	err = ad.Run(ctx, rt)
 	log.Info("gpubot stopped", "err", err)
@@ -153,9 +161,9 @@ func startRuntime(ctx context.Context, rt *bot.Runtime, wg *sync.WaitGroup) {
 }
 
 // driveSim keeps the simulated cluster at the clock's time: it catches up,
-// reports what happened, sweeps for zombies when that is due, and sleeps
-// until the next workload end, reminder or sweep.
-func driveSim(ctx context.Context, clk clock.Clock, sim *simcluster.Cluster, svc *commands.Service, rt *bot.Runtime, every time.Duration, zombies *sweepClock, log *slog.Logger) {
+// reports what happened, runs the scheduled jobs that are due, and sleeps
+// until the next workload end, reminder, scheduled job or sweep.
+func driveSim(ctx context.Context, clk clock.Clock, sim *simcluster.Cluster, svc *commands.Service, sched *digest.Scheduler, rt *bot.Runtime, every time.Duration, log *slog.Logger) {
 	for ctx.Err() == nil {
 		now := clk.Now()
 		events, err := sim.Advance(ctx)
@@ -163,17 +171,15 @@ func driveSim(ctx context.Context, clk clock.Clock, sim *simcluster.Cluster, svc
 			log.Error("advancing the simulated cluster", "err", err)
 		}
 		rt.DeliverNow(ctx, svc.Observe(ctx, events))
-		if zombies.due(now) {
-			rt.DeliverNow(ctx, svc.Sweep(ctx, now))
-		}
+		rt.DeliverNow(ctx, sched.RunDue(ctx, now))
 		next := now.Add(every)
-		if t := zombies.next(now); t.Before(next) {
-			next = t
-		}
 		if t := sim.NextEvent(); t.After(now) && t.Before(next) {
 			next = t
 		}
 		if t := svc.NextWakeup(ctx, now); t.After(now) && t.Before(next) {
+			next = t
+		}
+		if t := sched.Next(); t.After(now) && t.Before(next) {
 			next = t
 		}
 		d := next.Sub(clk.Now())

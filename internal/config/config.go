@@ -14,6 +14,7 @@ import (
 	"github.com/gpubot/gpubot/allocator"
 	"github.com/gpubot/gpubot/commands"
 	"github.com/gpubot/gpubot/deploy"
+	"github.com/gpubot/gpubot/digest"
 )
 
 // Config is a validated configuration. It is immutable: every accessor
@@ -29,6 +30,9 @@ type Config struct {
 	metrics  Metrics
 	// seedUse is how each seed uses its GPUs, in the order of seeds.
 	seedUse []SeedUse
+	// digests and the weekly report (report is zero without one).
+	digests []digest.Posting
+	report  digest.Posting
 }
 
 // Load reads and validates the YAML file at path. Problems in the file are

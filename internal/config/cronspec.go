@@ -24,6 +24,9 @@ func checkSchedule(spec string) string {
 			return fmt.Sprintf("unknown time zone %q; use an IANA name like Europe/Berlin", zone)
 		}
 		s = strings.TrimSpace(after)
+		if s == "" {
+			return fmt.Sprintf("%q has a time zone but no schedule after it; write one like \"CRON_TZ=%s 0 9 * * 1-5\"", strings.TrimSpace(spec), zone)
+		}
 	}
 	if strings.HasPrefix(s, "@") {
 		return checkDescriptor(s)

@@ -1,7 +1,9 @@
 // Package config reads gpubot's YAML configuration: teams and their
 // people, leads and channels, GPU flavors and the simulated cluster's
 // nodes, quotas, priorities, approval rules, request limits, templates and
-// the work already running on a fresh simulated cluster.
+// the work already running on a fresh simulated cluster, and the
+// schedules of the daily digests and the weekly report (parsed by package
+// digest, the only importer of robfig/cron).
 //
 // # Basics
 //

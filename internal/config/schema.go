@@ -96,7 +96,7 @@ func (p *parser) config(root *yaml.Node) *Config {
 	f := p.mapping(root, "",
 		"timezone", "defaultChannel", "admission", "priorities", "defaultPriority",
 		"requests", "approval", "templates", "flavors", "people", "teams", "simulation", "kubernetes", "slack",
-		"zombies", "metrics")
+		"zombies", "metrics", "digests", "report")
 	p.timezone(f)
 	p.defaultChannel(f)
 	p.admission(f.get("admission"))
@@ -114,6 +114,8 @@ func (p *parser) config(root *yaml.Node) *Config {
 	p.zombiesSection(f.get("zombies"))
 	p.cfg.zombies.Policy.PodsReadyTimeout = p.cfg.kube.PodsReadyTimeout
 	p.metricsSection(f.get("metrics"))
+	p.digestList(f.get("digests"))
+	p.reportSection(f.get("report"))
 	if n := f.get("simulation"); n != nil {
 		s := p.mapping(n, "simulation", "running")
 		if r := s.get("running"); r != nil {

@@ -76,8 +76,12 @@ func TestValidation(t *testing.T) {
 			},
 		},
 		"unknown top-level key": {
-			yaml: minimal + "digest: {at: 9am}\n",
-			want: []string{`gpubot.yaml:5:1: digest: unknown key "digest" (known keys: timezone, defaultChannel, admission, priorities, defaultPriority, requests, approval, templates, flavors, people, teams, simulation, kubernetes, slack, zombies, metrics)`},
+			yaml: minimal + "notifications: {at: 9am}\n",
+			want: []string{`gpubot.yaml:5:1: notifications: unknown key "notifications" (known keys: timezone, defaultChannel, admission, priorities, defaultPriority, requests, approval, templates, flavors, people, teams, simulation, kubernetes, slack, zombies, metrics, digests, report)`},
+		},
+		"a near miss of digests": {
+			yaml: minimal + "digest: [{team: nlp, schedule: \"0 9 * * *\"}]\n",
+			want: []string{`gpubot.yaml:5:1: digest: unknown key "digest"; did you mean "digests"?`},
 		},
 		"duplicate key": {
 			yaml: minimal + "timezone: UTC\ntimezone: Europe/Paris\n",

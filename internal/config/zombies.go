@@ -9,6 +9,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/gpubot/gpubot/commands"
+	"github.com/gpubot/gpubot/digest"
 )
 
 // DefaultZombieSchedule is when the zombie sweep runs unless
@@ -18,9 +19,9 @@ const DefaultZombieSchedule = "*/10 * * * *"
 // Zombies is the zombies section: when the sweep for work that holds GPUs
 // without using them runs, and the policy it follows.
 type Zombies struct {
-	// Schedule is a cron spec (DefaultZombieSchedule unless set), checked
-	// as the scheduler reads it.
-	Schedule string
+	// Schedule is when the sweep runs (DefaultZombieSchedule unless set),
+	// in the config's time zone.
+	Schedule digest.Schedule
 	// Policy is also Settings().Zombies. Its PodsReadyTimeout is
 	// kubernetes.podsReadyTimeout (0 when not set: the default).
 	Policy commands.ZombiePolicy
@@ -66,18 +67,14 @@ var promLabel = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
 // zombiesSection reads the top-level zombies section.
 func (p *parser) zombiesSection(n *yaml.Node) {
 	z := &p.cfg.zombies
-	z.Schedule = DefaultZombieSchedule
+	z.Schedule, _ = digest.ParseSchedule(DefaultZombieSchedule, p.cfg.settings.Location)
 	if n == nil {
 		return
 	}
 	f := p.mapping(n, "zombies", "schedule", "idleThreshold", "idleWindow", "leadsGrace", "releaseGrace", "keepFor", "action", "scope")
 	if v := f.get("schedule"); v != nil {
-		if s, ok := p.str(v, "zombies.schedule"); ok {
-			if msg := checkSchedule(s); msg != "" {
-				p.errorf(v, "zombies.schedule", "%s", msg)
-			} else {
-				z.Schedule = s
-			}
+		if sch, ok := p.cronSchedule(v, "zombies.schedule", p.cfg.settings.Location); ok {
+			z.Schedule = sch
 		}
 	}
 	if v := f.get("idleThreshold"); v != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/gpubot/gpubot/commands"
+	"github.com/gpubot/gpubot/digest"
 )
 
 func TestZombiesSection(t *testing.T) {
@@ -16,17 +17,17 @@ func TestZombiesSection(t *testing.T) {
 		want Zombies
 		errs []string // each with its line and column
 	}{
-		"absent": {want: Zombies{Schedule: DefaultZombieSchedule}},
-		"empty":  {yaml: "zombies:\n", want: Zombies{Schedule: DefaultZombieSchedule}},
+		"absent": {want: Zombies{Schedule: mustSchedule(t, DefaultZombieSchedule)}},
+		"empty":  {yaml: "zombies:\n", want: Zombies{Schedule: mustSchedule(t, DefaultZombieSchedule)}},
 		"all keys": {
 			yaml: "zombies:\n  schedule: \"*/5 8-18 * * MON-FRI\"\n  idleThreshold: 2.5\n  idleWindow: 45m\n  leadsGrace: 2h\n  releaseGrace: 1d\n  keepFor: 3d\n  action: release\n  scope: all\nkubernetes: {podsReadyTimeout: 20m}\n",
-			want: Zombies{Schedule: "*/5 8-18 * * MON-FRI", Policy: commands.ZombiePolicy{
+			want: Zombies{Schedule: mustSchedule(t, "*/5 8-18 * * MON-FRI"), Policy: commands.ZombiePolicy{
 				PodsReadyTimeout: 20 * time.Minute, IdleThreshold: 2.5, IdleWindow: 45 * time.Minute, LeadsGrace: 2 * time.Hour,
 				ReleaseGrace: 24 * time.Hour, KeepFor: 72 * time.Hour, Release: true, All: true}},
 		},
 		"descriptors": {
 			yaml: "zombies: {schedule: \"CRON_TZ=Europe/Berlin @every 15m\", action: notify, scope: gpubot}\n",
-			want: Zombies{Schedule: "CRON_TZ=Europe/Berlin @every 15m"},
+			want: Zombies{Schedule: mustSchedule(t, "CRON_TZ=Europe/Berlin @every 15m")},
 		},
 		"bad values": {
 			yaml: "zombies:\n  idleThreshold: 120\n  idleWindow: 30\n  action: kill\n  scope: everything\n  leadsGrace: 0m\n",
@@ -69,7 +70,7 @@ func TestZombiesSection(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if d := cmp.Diff(tc.want, c.Zombies()); d != "" {
+			if d := cmp.Diff(tc.want, c.Zombies(), cmp.Comparer(func(a, b digest.Schedule) bool { return a.String() == b.String() })); d != "" {
 				t.Errorf("Zombies() (-want +got):\n%s", d)
 			}
 			if d := cmp.Diff(tc.want.Policy, c.Settings().Zombies); d != "" {
@@ -79,17 +80,37 @@ func TestZombiesSection(t *testing.T) {
 	}
 }
 
-// Every spec the scheduler's standard parser takes, and a few it refuses.
+func mustSchedule(t *testing.T, spec string) digest.Schedule {
+	t.Helper()
+	s, err := digest.ParseSchedule(spec, time.UTC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// checkSchedule, which explains mistakes, agrees with the scheduler's own
+// parser (digest.ParseSchedule, robfig/cron's standard one) on specs it
+// takes and on a few it refuses.
 func TestCheckSchedule(t *testing.T) {
 	for _, ok := range []string{"*/10 * * * *", "0 9 * * 1-5", "0 9 * * mon-fri", "15,45 */2 1-7 JAN,JUL ?", "0 0 1/2 * *",
 		"@hourly", "@daily", "@midnight", "@weekly", "@monthly", "@yearly", "@annually", "@every 90s", "TZ=UTC 0 9 * * *", " 0 9 * * * "} {
 		if msg := checkSchedule(ok); msg != "" {
 			t.Errorf("checkSchedule(%q) = %q, want ok", ok, msg)
 		}
+		if _, err := digest.ParseSchedule(ok, time.UTC); err != nil {
+			t.Errorf("digest.ParseSchedule(%q) = %v, but checkSchedule takes it", ok, err)
+		}
 	}
 	for _, bad := range []string{"", "* * * *", "60 * * * *", "* * 0 * *", "* * * 13 *", "* * * * 7", "a-b * * * *", "1-2-3 * * * *", "*/x * * * *", "@every -5m", "@every", "CRON_TZ= * * * * *"} {
 		if msg := checkSchedule(bad); msg == "" {
 			t.Errorf("checkSchedule(%q) accepted it", bad)
+		}
+		// checkSchedule is stricter than robfig/cron in two places: a
+		// negative @every and an empty CRON_TZ= are refused, not read as
+		// "every minute" and UTC.
+		if _, err := digest.ParseSchedule(bad, time.UTC); err == nil && bad != "@every -5m" && bad != "CRON_TZ= * * * * *" {
+			t.Errorf("digest.ParseSchedule(%q) takes it, but checkSchedule refuses it", bad)
 		}
 	}
 }
@@ -185,7 +206,7 @@ func TestDefaultSeedUses(t *testing.T) {
 	if d := cmp.Diff([]string{"frank TTS vocoder training"}, stuck); d != "" {
 		t.Errorf("seeds with pods never ready (-want +got):\n%s", d)
 	}
-	if z := c.Zombies(); z.Schedule != DefaultZombieSchedule || !z.Policy.Release {
+	if z := c.Zombies(); z.Schedule.String() != DefaultZombieSchedule || !z.Policy.Release {
 		t.Errorf("example zombies section %+v", z)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gpubot/gpubot/commands"
+	"github.com/gpubot/gpubot/digest"
 	"github.com/gpubot/gpubot/internal/config"
 	"github.com/gpubot/gpubot/simcluster"
 	"github.com/gpubot/gpubot/store"
@@ -27,6 +28,8 @@ type env struct {
 	sim   *simcluster.Cluster
 	clock *clocktesting.FakeClock
 	svc   *commands.Service
+	db    *store.DB
+	eng   *digest.Engine
 }
 
 func newEnv(t *testing.T) *env {
@@ -41,14 +44,18 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	e := &env{t: t, ctx: ctx, clock: clocktesting.NewFakeClock(t0)}
+	e := &env{t: t, ctx: ctx, clock: clocktesting.NewFakeClock(t0), db: db}
 	e.sim, _, err = simcluster.New(ctx, cfg.Cluster(), db, e.clock, func(err error) bool { return errors.Is(err, store.ErrNotFound) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.eng, err = digest.New(cfg.Settings(), digest.Sources{Cluster: e.sim, Requests: db, Usage: db, Audit: db, Samples: db})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.svc, err = commands.NewService(ctx, cfg.Settings(), commands.Deps{
 		Cluster: e.sim, Requests: db, IDs: db, Audit: db, Usage: db, Clock: e.clock,
-	})
+	}, commands.WithDigests(e.eng))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,10 @@ func (s *Server) filesGetUploadURLExternal(r *request) (map[string]any, *apiErro
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	f := &File{ID: s.nextIDLocked("F"), Name: name, Length: n, At: time.Now()}
+	if alt := r.str("alt_txt"); len([]rune(alt)) > 1000 {
+		return nil, fail("invalid_arguments", "[ERROR] alt_txt must be at most 1000 characters")
+	}
+	f := &File{ID: s.nextIDLocked("F"), Name: name, AltText: r.str("alt_txt"), Length: n, At: time.Now()}
 	s.files = append(s.files, f)
 	s.fileByID[f.ID] = f
 	s.notifyLocked()

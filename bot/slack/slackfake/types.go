@@ -112,6 +112,7 @@ type View struct {
 type File struct {
 	ID             string
 	Name           string // filename given to files.getUploadURLExternal
+	AltText        string // its alt_txt (an image's description), if any
 	Title          string
 	Length         int    // declared length
 	Content        []byte // what was POSTed to the upload URL (nil until then)
