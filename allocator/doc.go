@@ -126,9 +126,15 @@
 //     evicted (Kueue waits for them to terminate). Victims are not
 //     considered again until the next cycle.
 //   - Admission Fair Sharing in Kueue orders the LocalQueues inside one
-//     ClusterQueue; here it orders the queues (teams) across the cluster.
-//     Usage is the exact integral rather than periodic samples, and the
-//     entry penalty is added to usage directly.
+//     ClusterQueue (by usage before priority); here it orders the queues
+//     (teams) across the cluster, which Kueue does not do, so FairSharing
+//     mode is a policy for simulations: on a real cluster (k8sbridge) the
+//     mode is BestEffortFIFO, Kueue's order across ClusterQueues. Usage is
+//     the exact integral rather than periodic samples, and the entry
+//     penalty is added to usage directly.
+//   - Kueue's cycle takes one head per ClusterQueue and admits those that
+//     fit within nominal quota before those that must borrow; here a cycle
+//     goes by the admission order alone.
 //   - Fair Sharing preemption strategies, borrowWithinCohort,
 //     non-default flavorFungibility, hierarchical cohorts and cohort-level
 //     quotas, resources other than GPUs, admission checks, partial

@@ -213,7 +213,17 @@ func (s *Service) preempt(c *call, r records.Request) {
 	if !ok {
 		w = s.workload(r)
 	}
+	if word, never := s.neverStarts(c, r.ID); never {
+		s.audit(c, c.who.Name, "preempt", r.ID, "refused", "Kueue cannot admit it as it is: "+word.Why)
+		c.private(plain(fmt.Sprintf("Preempting would not help %s: Kueue cannot admit it as it is (%s). Nothing was changed.", r.ID, strings.TrimRight(word.Why, "."))))
+		return
+	}
 	victims, _, ok := snap.ProposeVictims(w)
+	if ok && len(victims) == 0 {
+		s.audit(c, c.who.Name, "preempt", r.ID, "refused", "fits without preemption")
+		c.private(plain(fmt.Sprintf("%s fits now without preempting anything; it starts at the next admission cycle. Nothing was changed.", r.ID)))
+		return
+	}
 	if !ok {
 		reason := snap.Diagnose(r.ID)
 		s.audit(c, c.who.Name, "preempt", r.ID, "refused", "no victims; waits for "+string(reason))

@@ -34,7 +34,7 @@ func (s *Service) cardWith(c *call, r records.Request, snap *allocator.Snapshot,
 	if r.Reason != "" {
 		fs = append(fs, Field{"Reason", r.Reason})
 	}
-	var head, status string
+	var head, status, kueueRaw string
 	var buttons []Button
 	switch r.State {
 	case records.StateAwaitingApproval:
@@ -57,31 +57,47 @@ func (s *Service) cardWith(c *call, r records.Request, snap *allocator.Snapshot,
 		} else {
 			posted = r.Estimate
 		}
-		head = fmt.Sprintf("%s queued", r.ID)
-		status = "Queued"
-		if posted != nil {
-			status += ": " + s.estimateText(posted)
-			head += ": " + s.estimateText(posted)
-		}
-		status += "."
-		if snap != nil {
-			if _, ok := snap.Workload(r.ID); ok {
-				reason := allocator.Reason("")
-				if posted != nil {
-					reason = allocator.Reason(posted.Reason)
-				}
-				if reason == "" {
-					reason = snap.Diagnose(r.ID)
-				}
-				if why := s.explain(snap, r, reason); why != "" {
-					status += " Waiting for " + string(reason) + ": " + why + "."
-				}
-				if w, ok := snap.Workload(r.ID); ok {
-					if victims, _, ok := snap.ProposeVictims(w); ok {
+		word, said := s.kueueWord(c, r.ID)
+		if said && word.Never {
+			// Kueue's word wins: no estimate, no category, no preemption.
+			head = fmt.Sprintf("%s will not start as it is", r.ID)
+			status = willNotStart(word) + " Change the request (size, flavor, topology) or ask an admin about the cluster; cancel it if it is no longer needed."
+			kueueRaw = word.Raw()
+		} else {
+			head = fmt.Sprintf("%s queued", r.ID)
+			status = "Queued"
+			if posted != nil {
+				status += ": " + s.estimateText(posted)
+				head += ": " + s.estimateText(posted)
+			}
+			status += "."
+			if approx := s.approximate(c, r.Team); approx != "" && posted != nil {
+				status += " The estimate is " + approx + "."
+			}
+			if snap != nil {
+				if w, ok := snap.Workload(r.ID); ok && w.Admission == nil {
+					reason := allocator.Reason("")
+					if posted != nil {
+						reason = allocator.Reason(posted.Reason)
+					}
+					if reason == "" {
+						reason = snap.Diagnose(r.ID)
+					}
+					switch why := s.explain(snap, r, reason); {
+					case why == fitsNow:
+						status += " It fits now and starts at the next admission cycle."
+					case why != "":
+						status += " Waiting for " + string(reason) + ": " + why + "."
+					}
+					if victims, _, ok := snap.ProposeVictims(w); ok && len(victims) > 0 {
 						status += fmt.Sprintf(" It can start now only by preempting %s; an admin can do that.", s.victimList(c, victims))
 						buttons = append(buttons, Button{Label: "Preempt " + strings.Join(victims, ", "), Action: Action{Name: VerbPreempt, Request: r.ID}, Style: "danger"})
 					}
 				}
+			}
+			if said {
+				status += " Kueue says: " + kueueSays(word)
+				kueueRaw = word.Raw()
 			}
 		}
 		if r.ApprovedBy != "" && r.ApprovedBy != r.Requester {
@@ -119,6 +135,9 @@ func (s *Service) cardWith(c *call, r records.Request, snap *allocator.Snapshot,
 		ctx = "Running when gpubot started"
 	}
 	blocks = append(blocks, contextBlock(ctx))
+	if kueueRaw != "" {
+		blocks = append(blocks, contextBlock("Kueue's message: "+kueueRaw))
+	}
 	return Reply{Text: head, Blocks: blocks}
 }
 
@@ -142,6 +161,10 @@ func (s *Service) ifSubmitted(c *call, snap *allocator.Snapshot, r records.Reque
 	e := allocator.EstimateFor(sim, r.ID, s.estimateOptions(c))
 	return s.estimateText(toRecord(c.now, e)), true
 }
+
+// fitsNow is explain's answer for a request that would fit now, alone:
+// it waits for no one, only for the next admission cycle.
+const fitsNow = "it fits now and waits only for the next admission cycle"
 
 // explain says in words what a pending request waits for.
 func (s *Service) explain(snap *allocator.Snapshot, r records.Request, reason allocator.Reason) string {
@@ -175,6 +198,11 @@ func (s *Service) explain(snap *allocator.Snapshot, r records.Request, reason al
 		lvl, _ := allocator.ParseLevel(r.Topology)
 		return fmt.Sprintf("no single %s has %d free %s GPUs (largest now: %d)", r.Topology, r.GPUs, flavor, fc.Largest[lvl])
 	case allocator.ReasonPriority:
+		if w, ok := snap.Workload(r.ID); ok {
+			if _, why := snap.Fit(w); why == allocator.ReasonNone {
+				return fitsNow
+			}
+		}
 		return "higher-priority requests that came later go first"
 	}
 	return ""

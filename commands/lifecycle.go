@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/gpubot/gpubot/allocator"
@@ -229,10 +230,63 @@ func (s *Service) sweep(c *call, changed bool) {
 		c.emit(Output{To: Destination{Kind: ToThread, Request: r.ID}, Reply: plain(text, buttons)},
 			s.dm(r.Requester, plain("Your request "+text, buttons)))
 	}
+	if s.refreshKueue(c) {
+		changed = true
+	}
 	if changed || c.now.Sub(s.lastSync) >= refreshEvery {
 		s.refreshEstimates(c)
 		s.lastSync = c.now
 	}
+}
+
+// refreshKueue shows what Kueue now says about queued requests: a request
+// Kueue cannot admit as it is (or no longer says so) gets a thread post
+// and its requester a direct message; any other change of Kueue's word
+// updates the card. It reports whether a request became (un)startable.
+func (s *Service) refreshKueue(c *call) bool {
+	if s.kueue == nil {
+		return false
+	}
+	queued, err := s.deps.Requests.ListRequests(c.ctx, func(r records.Request) bool { return r.State == records.StateQueued })
+	if err != nil || len(queued) == 0 {
+		return false
+	}
+	moved := false
+	for _, r := range queued {
+		word, said := s.kueueWord(c, r.ID)
+		key := kueueKey(word, said)
+		if key == r.KueueSaid || (!said && r.KueueSaid != "" && !strings.HasPrefix(r.KueueSaid, "never: ")) {
+			// Unchanged, or Kueue is deciding again: keep what was shown.
+			continue
+		}
+		wasNever := strings.HasPrefix(r.KueueSaid, "never: ")
+		r.KueueSaid = key
+		if err := s.deps.Requests.PutRequest(c.ctx, r); err != nil {
+			s.log.Error("saving request", "request", r.ID, "err", err)
+			continue
+		}
+		switch {
+		case said && word.Never && !wasNever:
+			moved = true
+			msg := fmt.Sprintf("%s Kueue's message: %s", willNotStart(word), word.Raw())
+			s.audit(c, "gpubot", "kueue", r.ID, "ok", "will not start as it is: "+word.Why)
+			c.emit(thread(r.ID, plain(msg)), s.dm(r.Requester, plain(fmt.Sprintf("Your request %s will not start as it is: %s. Change it, or /gpu cancel %s.", r.ID, strings.TrimRight(word.Why, "."), r.ID))))
+		case wasNever && !(said && word.Never):
+			moved = true
+			msg := "Kueue no longer says it cannot start"
+			if said {
+				msg += ": " + strings.TrimRight(word.Plain, ".")
+			}
+			s.audit(c, "gpubot", "kueue", r.ID, "ok", msg)
+			c.emit(thread(r.ID, plain(msg+". A new estimate follows.")))
+			r.Estimate = nil
+			if err := s.deps.Requests.PutRequest(c.ctx, r); err != nil {
+				s.log.Error("saving request", "request", r.ID, "err", err)
+			}
+		}
+		c.emit(s.updateCard(c, r))
+	}
+	return moved
 }
 
 // reconcile brings requests and the cluster into agreement: a queued
@@ -296,6 +350,9 @@ func (s *Service) refreshEstimates(c *call) {
 		e, ok := ests[r.ID]
 		if !ok {
 			continue
+		}
+		if _, never := s.neverStarts(c, r.ID); never {
+			continue // Kueue cannot admit it as it is: no estimate
 		}
 		next := toRecord(c.now, e)
 		if !material(r.Estimate, next, c.now) {

@@ -89,6 +89,91 @@ type UsageLog interface {
 	Usage(ctx context.Context, from, to time.Time) ([]records.UsageRecord, error)
 }
 
+// KueueView is what a real cluster's own admission controller says, where
+// gpubot only predicts. It is optional (WithKueueView): the simulated
+// cluster admits by the allocator, whose word is then final. The data is
+// plain; no Kubernetes type crosses it.
+type KueueView interface {
+	// KueueReport returns Kueue's word on the pending workloads it has
+	// decided on, and what gpubot found comparing its model with the
+	// cluster.
+	KueueReport(ctx context.Context) (KueueReport, error)
+}
+
+// KueueReport is a KueueView's answer.
+type KueueReport struct {
+	// Pending holds Kueue's word on pending workloads, by workload ID.
+	// A workload Kueue has not decided on yet is missing.
+	Pending map[string]KueueWord
+	// Unmatched describes GPU nodes that no ResourceFlavor selects, one
+	// sentence per group of nodes with the same labels.
+	Unmatched []string
+	// Approximate lists what the cluster uses that the allocator does not
+	// model; estimates that it affects are approximate.
+	Approximate []Unmodelled
+	// Flavors describes the real nodes behind each ResourceFlavor.
+	Flavors []FlavorNodes
+}
+
+// KueueWord is what Kueue says about one pending workload.
+type KueueWord struct {
+	// Condition names where Kueue says it: a Workload condition
+	// (QuotaReserved, Evicted, Admitted), "AdmissionCheck" or "Inactive".
+	Condition string
+	// Reason is the condition's reason, e.g. "Pending", "Preempted".
+	Reason string
+	// Message is Kueue's message, verbatim.
+	Message string
+	// Plain says in one sentence, without its final period, what Kueue
+	// says: "Kueue waits for quota: 8 more nvidia.com/gpu needed on h100".
+	Plain string
+	// Never is set when Kueue cannot admit the workload as it is: no
+	// flavor matches, no topology domain that exists can hold it, or it
+	// exceeds the quota even with borrowing. Why says why.
+	Never bool
+	Why   string
+	// At is when Kueue said it.
+	At time.Time
+}
+
+// Raw is the word as Kueue wrote it: "QuotaReserved=False (Pending): …".
+func (w KueueWord) Raw() string {
+	head := w.Condition
+	if w.Reason != "" {
+		head += " (" + w.Reason + ")"
+	}
+	if w.Message == "" {
+		return head
+	}
+	return head + ": " + w.Message
+}
+
+// Unmodelled is a Kueue feature the cluster uses and the allocator does
+// not model.
+type Unmodelled struct {
+	// Feature names it as Kueue's documentation does: "StrictFIFO",
+	// "Fair Sharing", "waitForPodsReady".
+	Feature string
+	// Detail says where it is used and what it changes, in a sentence
+	// without its final period.
+	Detail string
+	// Queues are the teams (queues) whose estimates it affects; empty
+	// for all of them.
+	Queues []string
+}
+
+// FlavorNodes is what a ResourceFlavor has in the cluster.
+type FlavorNodes struct {
+	Flavor string
+	// Nodes and GPUs count the ready GPU nodes the flavor selects.
+	Nodes, GPUs int
+	// Topology is the flavor's Kueue Topology ("" for none: Kueue then
+	// admits by quota alone, without looking at nodes).
+	Topology string
+	// Selects describes the nodes it selects: "cloud.google.com/gke-accelerator=nvidia-h100-80gb".
+	Selects string
+}
+
 // ZombieStore keeps zombie findings: admitted work found holding GPUs
 // without using them. Package store satisfies it.
 type ZombieStore interface {

@@ -23,7 +23,7 @@ func (s *Service) request(c *call, spec RequestSpec) {
 		s.failed(c, "reading the cluster", err)
 		return
 	}
-	if why := s.never(snap, r); why != "" {
+	if why := s.never(c, snap, r, true); why != "" {
 		s.audit(c, c.who.Name, "request", "", "invalid", why)
 		c.private(plain(why))
 		return
@@ -91,11 +91,19 @@ func (s *Service) submit(c *call, r records.Request) {
 		return
 	}
 	var est *allocator.Estimate
+	word, never := s.neverStarts(c, r.ID)
 	if r.State == records.StateQueued {
-		e := allocator.EstimateFor(snap, r.ID, s.estimateOptions(c))
-		est = &e
-		posted := toRecord(c.now, e)
-		r.Estimate, r.FirstEstimate = posted, posted
+		if never {
+			r.KueueSaid = kueueKey(word, true)
+		} else {
+			e := allocator.EstimateFor(snap, r.ID, s.estimateOptions(c))
+			est = &e
+			posted := toRecord(c.now, e)
+			r.Estimate, r.FirstEstimate = posted, posted
+			if w, ok := s.kueueWord(c, r.ID); ok {
+				r.KueueSaid = kueueKey(w, true)
+			}
+		}
 		if err := s.deps.Requests.PutRequest(c.ctx, r); err != nil {
 			s.log.Error("saving estimate", "request", r.ID, "err", err)
 		}
@@ -113,6 +121,11 @@ func (s *Service) submit(c *call, r records.Request) {
 	// submission caused.
 	c.outs = append(c.outs[:mark:mark], append(first, c.outs[mark:]...)...)
 	if !c.in.in(r.Channel) && c.who.Name == r.Requester {
+		if r.State == records.StateQueued && never {
+			c.private(plain(fmt.Sprintf("%s: Kueue cannot admit it: %s. It stays in Kueue's queue; /gpu cancel %s withdraws it. Updates follow in its thread in %s.",
+				card.Text, strings.TrimRight(word.Why, "."), r.ID, r.Channel), contextBlock("Kueue's message: "+word.Raw())))
+			return
+		}
 		c.private(plain(fmt.Sprintf("%s.%s Updates follow in its thread in %s.", card.Text, note, r.Channel)))
 	}
 }
@@ -211,8 +224,12 @@ func (s *Service) draft(who *Person, spec RequestSpec, now time.Time) (records.R
 	return r, ""
 }
 
-// never says why r could not run even on an empty cluster, or "".
-func (s *Service) never(snap *allocator.Snapshot, r records.Request) string {
+// never says why r could not run even on an empty cluster, or "". For a
+// request to submit (submitting) on a real cluster, only a quota no
+// borrowing can reach counts, and only where the allocator models all
+// that Kueue does for the team: nodes may be added (an autoscaled pool
+// at zero), and Kueue decides; its word is shown.
+func (s *Service) never(c *call, snap *allocator.Snapshot, r records.Request, submitting bool) string {
 	empty, err := allocator.NewSnapshot(snap.Cluster(), snap.Now(), nil, nil)
 	if err != nil {
 		return ""
@@ -221,6 +238,9 @@ func (s *Service) never(snap *allocator.Snapshot, r records.Request) string {
 	w.ID = "draft"
 	_, reason := empty.Fit(w)
 	if reason == allocator.ReasonNone {
+		return ""
+	}
+	if s.kueue != nil && submitting && (reason != allocator.ReasonQuota && reason != allocator.ReasonCohort || s.approximate(c, r.Team) != "") {
 		return ""
 	}
 	q, _ := s.queue(r.Team)

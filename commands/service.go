@@ -61,6 +61,7 @@ type Service struct {
 	log     *slog.Logger
 	horizon time.Duration
 	tracker Tracker     // optional; nil refuses /gpu track
+	kueue   KueueView   // optional; nil on the simulated cluster
 	zombies ZombieStore // optional; nil makes Sweep a no-op
 	util    Utilization // optional; nil: no idle detection
 	others  Others      // optional; nil: zombies.scope all sweeps gpubot's work only
@@ -189,6 +190,9 @@ type call struct {
 	// manualVictims are the workloads an admin's preempt evicts in this
 	// call: their preemption is audited as the admin's, not gpubot's.
 	manualVictims []string
+	// kueue is the KueueView's report, read at most once between two
+	// operations on the cluster (see kueueReport).
+	kueue *KueueReport
 }
 
 func (c *call) private(r Reply)  { c.outs = append(c.outs, private(r)) }
@@ -352,6 +356,7 @@ func (s *Service) audit(c *call, actor, action, target, outcome, detail string) 
 func (s *Service) apply(c *call, op Op) ([]allocator.Event, error) {
 	began := s.watch.Now()
 	events, err := s.deps.Cluster.Apply(c.ctx, op)
+	c.kueue = nil
 	if err == nil {
 		c.changed = true
 	}

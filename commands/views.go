@@ -54,6 +54,9 @@ func (s *Service) status(c *call, id string) {
 func (s *Service) statusWhen(r records.Request) string {
 	switch r.State {
 	case records.StateQueued:
+		if why, ok := strings.CutPrefix(r.KueueSaid, "never: "); ok {
+			return "will not start as it is: " + why
+		}
 		if r.Estimate != nil {
 			return s.estimateText(r.Estimate)
 		}
@@ -77,6 +80,7 @@ func (s *Service) queueView(c *call, team, flavor string) {
 	var rows [][]string
 	counts := map[allocator.Reason]int{}
 	n := 0
+	approxNote := ""
 	for _, id := range snap.Order() {
 		w, _ := snap.Workload(id)
 		r, err := s.deps.Requests.GetRequest(c.ctx, id)
@@ -91,9 +95,29 @@ func (s *Service) queueView(c *call, team, flavor string) {
 		}
 		n++
 		e := ests[id]
-		counts[e.Reason]++
+		why, starts, says := string(e.Reason), s.estimateWindow(toRecord(c.now, e)), ""
+		if word, ok := s.kueueWord(c, id); ok {
+			says = clip(strings.TrimPrefix(word.Plain, "Kueue "), 90)
+			if word.Never {
+				why, starts = "will not start", "will not start as it is"
+				says = clip(word.Why, 90)
+				counts[notStartable]++
+			} else {
+				counts[e.Reason]++
+			}
+		} else {
+			counts[e.Reason]++
+		}
+		if approx := s.approximate(c, r.Team); approx != "" && !strings.HasPrefix(starts, "will not") && starts != "no estimate" {
+			starts += " (approx.)"
+			approxNote = approx
+		}
 		if len(rows) < maxRows {
-			rows = append(rows, []string{fmt.Sprint(n), id, r.Requester, r.Team, size(r, s.candidateFlavors(r)), r.Priority, string(e.Reason), s.estimateWindow(toRecord(c.now, e))})
+			row := []string{fmt.Sprint(n), id, r.Requester, r.Team, size(r, s.candidateFlavors(r)), r.Priority, why, starts}
+			if s.kueue != nil {
+				row = append(row, says)
+			}
+			rows = append(rows, row)
 		}
 	}
 	held, _ := s.deps.Requests.ListRequests(c.ctx, func(r records.Request) bool {
@@ -111,7 +135,11 @@ func (s *Service) queueView(c *call, team, flavor string) {
 	}
 	var blocks []Block
 	if n > 0 {
-		blocks = append(blocks, table([]string{"#", "ID", "Who", "Team", "Size", "Priority", "Waits for", "Starts"}, rows))
+		cols := []string{"#", "ID", "Who", "Team", "Size", "Priority", "Waits for", "Starts"}
+		if s.kueue != nil {
+			cols = append(cols, "Kueue says")
+		}
+		blocks = append(blocks, table(cols, rows))
 		if n > len(rows) {
 			blocks = append(blocks, contextBlock(fmt.Sprintf("…and %d more.", n-len(rows))))
 		}
@@ -120,9 +148,16 @@ func (s *Service) queueView(c *call, team, flavor string) {
 	for _, r := range held {
 		blocks = append(blocks, section(fmt.Sprintf("%s (%s, %s) awaits approval by %s; it holds no quota.", r.ID, r.Requester, size(r, s.candidateFlavors(r)), orList(s.approvers(r.Team)))))
 	}
+	if approxNote != "" {
+		blocks = append(blocks, contextBlock("Estimates marked approx. are "+approxNote+"."))
+	}
 	blocks = append(blocks, contextBlock(fmt.Sprintf("Admission order: %s.", policyWords(snap.Cluster().Policy))))
 	c.private(plain(fmt.Sprintf("%s waiting in %s, in admission order.", counted(n, "request"), scope), blocks...))
 }
+
+// notStartable counts, in the queue's summary, the requests Kueue cannot
+// admit as they are.
+const notStartable allocator.Reason = "will not start as it is"
 
 // boundSummary says what the queue is bound by.
 func boundSummary(counts map[allocator.Reason]int, n int) string {
@@ -148,11 +183,14 @@ func boundSummary(counts map[allocator.Reason]int, n int) string {
 		}
 		parts[i] = fmt.Sprintf("%d %s", x.n, name)
 	}
-	bound := "mixed"
-	if len(xs) > 0 && 2*xs[0].n > n && xs[0].r != "" {
-		bound = string(xs[0].r) + "-bound"
+	bound := "The queue is mixed."
+	switch {
+	case len(xs) > 0 && 2*xs[0].n > n && xs[0].r == notStartable:
+		bound = "Most of it will not start as it is: Kueue cannot admit it."
+	case len(xs) > 0 && 2*xs[0].n > n && xs[0].r != "":
+		bound = "The queue is " + string(xs[0].r) + "-bound."
 	}
-	return fmt.Sprintf("Waiting for: %s. The queue is %s.", strings.Join(parts, ", "), bound)
+	return fmt.Sprintf("Waiting for: %s. %s", strings.Join(parts, ", "), bound)
 }
 
 func policyWords(p allocator.Policy) string {
@@ -170,18 +208,75 @@ func (s *Service) capacity(c *call) {
 		return
 	}
 	var rows [][]string
+	nodesOf := map[string]FlavorNodes{}
+	for _, f := range s.kueueReport(c).Flavors {
+		nodesOf[f.Flavor] = f
+	}
+	var beyond []string
 	for _, f := range snap.Capacity(s.mix(c)) {
 		l := f.Largest
+		if fn, ok := nodesOf[f.Flavor]; ok && fn.GPUs < f.Total {
+			// Kueue admitted work on a flavor without a Topology beyond
+			// what its nodes hold; the model keeps it on stand-in nodes.
+			beyond = append(beyond, fmt.Sprintf("%s: Kueue admitted %d GPUs of work more than its nodes have (no Kueue Topology: admission by quota alone); those pods wait for nodes.", f.Flavor, f.Total-fn.GPUs))
+			f.Nodes, f.Total = fn.Nodes, fn.GPUs
+			f.Free = max(0, f.Total-f.Used)
+		}
 		rows = append(rows, []string{
 			f.Flavor, fmt.Sprint(f.Nodes), fmt.Sprint(f.Total), fmt.Sprint(f.Used), fmt.Sprint(f.Free),
 			fmt.Sprintf("%d / %d / %d / %d", l[allocator.LevelNone], l[allocator.LevelHost], l[allocator.LevelRack], l[allocator.LevelBlock]),
 			fmt.Sprintf("%.0f GPUs (%.1f%% of all, %.1f%% of free)", f.Fragmented, f.FragPctAll, f.FragPctFree),
 		})
 	}
-	c.private(plain("Capacity now, per flavor.",
-		table([]string{"Flavor", "Nodes", "GPUs", "Used", "Free", "Largest fit: any/host/rack/block", "Fragmented"}, rows),
-		contextBlock("Fragmented: free GPUs expected to be unusable by a typical request (sizes weighted by the last 14 days of requests)."),
-	))
+	blocks := []Block{table([]string{"Flavor", "Nodes", "GPUs", "Used", "Free", "Largest fit: any/host/rack/block", "Fragmented"}, rows)}
+	blocks = append(blocks, s.capacityNotes(c, snap)...)
+	for _, b := range beyond {
+		blocks = append(blocks, section(b))
+	}
+	blocks = append(blocks, contextBlock("Fragmented: free GPUs expected to be unusable by a typical request (sizes weighted by the last 14 days of requests)."))
+	c.private(plain("Capacity now, per flavor.", blocks...))
+}
+
+// capacityNotes says what the table cannot: flavors that have quota but
+// no nodes, GPU nodes that no flavor selects, and (on a real cluster)
+// what admission there does not look at.
+func (s *Service) capacityNotes(c *call, snap *allocator.Snapshot) []Block {
+	var out []Block
+	quota := map[string]int{}
+	by := map[string][]string{}
+	for _, q := range snap.Cluster().Queues {
+		for _, f := range q.Flavors {
+			if n := q.Quotas[f].Nominal; n > 0 {
+				quota[f] += n
+				by[f] = append(by[f], fmt.Sprintf("%s %d", q.Name, n))
+			}
+		}
+	}
+	rep := s.kueueReport(c)
+	topo := map[string]string{}
+	for _, f := range rep.Flavors {
+		topo[f.Flavor] = f.Topology
+	}
+	for _, f := range snap.Capacity(nil) {
+		if f.Nodes > 0 || quota[f.Flavor] == 0 {
+			continue
+		}
+		text := fmt.Sprintf("%s has no nodes, and its teams have %d GPUs of nominal quota on it (%s). Quota without nodes is a real state, an autoscaled node pool at zero for example",
+			f.Flavor, quota[f.Flavor], strings.Join(by[f.Flavor], ", "))
+		switch t, known := topo[f.Flavor]; {
+		case !known:
+			text += "; nothing starts there until nodes exist."
+		case t != "":
+			text += fmt.Sprintf("; Kueue's topology-aware scheduling (Topology %s) admits only onto nodes that exist, so nothing starts there until nodes are added.", t)
+		default:
+			text += "; the flavor has no Kueue Topology, so Kueue admits there by quota alone, and the pods wait for nodes (a cluster autoscaler adds them)."
+		}
+		out = append(out, section(text))
+	}
+	for _, u := range rep.Unmatched {
+		out = append(out, section(capitalize(u)+". gpubot does not count them, and Kueue admits nothing onto them."))
+	}
+	return out
 }
 
 // mix is the share of recent requests by pod size.

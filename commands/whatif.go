@@ -22,7 +22,7 @@ func (s *Service) whatIf(c *call, spec RequestSpec) {
 		s.failed(c, "reading the cluster", err)
 		return
 	}
-	if why := s.never(snap, r); why != "" {
+	if why := s.never(c, snap, r, false); why != "" {
 		c.private(plain(why))
 		return
 	}
@@ -53,11 +53,17 @@ func (s *Service) whatIf(c *call, spec RequestSpec) {
 	} else {
 		e := allocator.EstimateFor(sim, r.ID, s.estimateOptions(c))
 		head = fmt.Sprintf("If requested now, %s would be queued: %s.", what, s.estimateText(toRecord(c.now, e)))
-		if why := s.explain(sim, r, e.Reason); why != "" {
+		if approx := s.approximate(c, r.Team); approx != "" {
+			lines = append(lines, "The estimate is "+approx+".")
+		}
+		switch why := s.explain(sim, r, e.Reason); {
+		case why == fitsNow:
+			lines = append(lines, "It would fit and start at the next admission cycle.")
+		case why != "":
 			lines = append(lines, fmt.Sprintf("It would wait for %s: %s.", e.Reason, why))
 		}
 		if w, ok := sim.Workload(r.ID); ok {
-			if victims, _, ok := sim.ProposeVictims(w); ok {
+			if victims, _, ok := sim.ProposeVictims(w); ok && len(victims) > 0 {
 				lines = append(lines, fmt.Sprintf("An admin could start it now by preempting %s.", s.victimList(c, victims)))
 			}
 		}

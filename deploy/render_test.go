@@ -280,7 +280,7 @@ func TestManifestsValidAgainstTheAPIServer(t *testing.T) {
 	// The namespaces the objects go to must exist (the Kueue setup
 	// creates the team namespaces).
 	var ns bytes.Buffer
-	for _, n := range []string{"gpubot-system", "nlp", "vision", "speech"} {
+	for _, n := range []string{"gpubot-system", "nlp", "vision", "speech", "kueue-system"} {
 		fmt.Fprintf(&ns, "---\napiVersion: v1\nkind: Namespace\nmetadata: {name: %s}\n", n)
 	}
 	if _, err := k8senv.Apply(ctx, env.Config, ns.Bytes(), ""); err != nil {

@@ -95,8 +95,12 @@ type Bridge struct {
 	podsTold map[string]podsMark
 	// evictedFor names the preemptor of each workload gpubot deactivated.
 	evictedFor map[string]string
-	ready      bool
-	started    bool
+	// mgr is Kueue's manager Configuration as last read; logged holds
+	// the findings already logged (logFindings).
+	mgr     managerConfig
+	logged  map[string]bool
+	ready   bool
+	started bool
 }
 
 var _ commands.Cluster = (*Bridge)(nil)
@@ -121,6 +125,7 @@ func New(cfg Config, kube kubernetes.Interface, kueue kueueclient.Interface, opt
 		known:      map[string]allocator.Workload{},
 		podsTold:   map[string]podsMark{},
 		evictedFor: map[string]string{},
+		logged:     map[string]bool{},
 	}
 	for _, o := range opts {
 		o(b)
@@ -240,8 +245,12 @@ func (b *Bridge) Start(ctx context.Context) ([]string, error) {
 	if !cache.WaitForCacheSync(sctx.Done(), b.synced...) {
 		return nil, errors.New("timed out filling the caches of Kueue and node objects")
 	}
+	mc := b.managerConfig(ctx)
 	b.mu.Lock()
 	b.ready = true
+	if v, err := b.view(); err == nil {
+		b.logFindings(b.report(v, mc))
+	}
 	b.mu.Unlock()
 	return b.Warnings(), nil
 }

@@ -80,6 +80,11 @@ type fakeCluster struct {
 }
 
 func newFake(kubeObjs []runtime.Object, kueueObjs []runtime.Object) fakeCluster {
+	return newFakeWith(kubeObjs, nil, kueueObjs...)
+}
+
+// newFakeWith is newFake with the ClusterQueue nlp-cq changed by cq first.
+func newFakeWith(kubeObjs []runtime.Object, cq func(*kueue.ClusterQueue), kueueObjs ...runtime.Object) fakeCluster {
 	kube := kubefake.NewClientset(kubeObjs...)
 	kube.Resources = []*metav1.APIResourceList{{GroupVersion: "kueue.x-k8s.io/v1beta2"}}
 	base := []runtime.Object{
@@ -90,6 +95,9 @@ func newFake(kubeObjs []runtime.Object, kueueObjs []runtime.Object) fakeCluster 
 				Resources: []kueue.ResourceQuota{{Name: "nvidia.com/gpu", NominalQuota: resource.MustParse("16"), BorrowingLimit: ptr.To(resource.MustParse("8"))}}}}}}}},
 		&kueue.LocalQueue{ObjectMeta: metav1.ObjectMeta{Name: "nlp", Namespace: "team-nlp"}, Spec: kueue.LocalQueueSpec{ClusterQueue: "nlp-cq"}},
 		&kueue.WorkloadPriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "normal"}, Value: 200},
+	}
+	if cq != nil {
+		cq(base[1].(*kueue.ClusterQueue))
 	}
 	return fakeCluster{kube: kube, kueue: kueuefake.NewClientset(append(base, kueueObjs...)...)}
 }

@@ -2,6 +2,7 @@ package k8sbridge
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/gpubot/gpubot/allocator"
@@ -41,18 +42,49 @@ const (
 	AnnotationTASRequired = "kueue.x-k8s.io/podset-required-topology"
 )
 
+// Node labels that name a node's GPU model: GKE's, and the NVIDIA GPU
+// operator's (set by its GPU feature discovery).
+const (
+	LabelGKEAccelerator = "cloud.google.com/gke-accelerator"
+	LabelGPUProduct     = "nvidia.com/gpu.product"
+)
+
+// acceleratorLabels are the labels that describe a node no flavor selects.
+func (b *Bridge) acceleratorLabels() []string {
+	out := []string{b.cfg.AcceleratorLabel}
+	for _, l := range []string{LabelGKEAccelerator, LabelGPUProduct} {
+		if !slices.Contains(out, l) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
 // Config is what the bridge needs to know besides the cluster.
 type Config struct {
 	// Teams maps gpubot teams to their namespace and LocalQueue.
 	Teams []Team
 	// Flavors are the configured flavors: the names to expect as
 	// ResourceFlavors, with the GPUs per node used when no node is found.
+	// A flavor without nodes has none in the model: capacity comes only
+	// from the cluster.
 	Flavors []allocator.Flavor
-	// FallbackNodes stand in for a flavor that has no nodes in the cluster
-	// (usually the configured simulated nodes).
-	FallbackNodes []allocator.Node
-	// Policy is the admission policy the allocator models.
+	// FlavorLabels are the node labels each configured flavor's
+	// ResourceFlavor should select (kueue-setup writes them); a
+	// ResourceFlavor that selects others is reported. Optional.
+	FlavorLabels map[string]map[string]string
+	// AcceleratorLabel is the node label that tells GPU models apart;
+	// default cloud.google.com/gke-accelerator. Nodes no flavor selects
+	// are described by it (and by GKE's and the NVIDIA GPU operator's
+	// labels).
+	AcceleratorLabel string
+	// Policy is the admission policy configured. On a cluster the
+	// allocator orders as Kueue does (priority, then arrival) whatever
+	// its Mode; the configured HalfLife still decays usage for standing.
 	Policy allocator.Policy
+	// KueueNamespace and KueueConfigMap locate Kueue's manager
+	// Configuration; defaults kueue-system and kueue-manager-config.
+	KueueNamespace, KueueConfigMap string
 	// Priorities maps WorkloadPriorityClass names that are gpubot
 	// priorities to their configured values.
 	Priorities map[string]int32
@@ -114,6 +146,15 @@ func (c *Config) defaults() error {
 	}
 	if c.HostLabel == "" {
 		c.HostLabel = "kubernetes.io/hostname"
+	}
+	if c.AcceleratorLabel == "" {
+		c.AcceleratorLabel = LabelGKEAccelerator
+	}
+	if c.KueueNamespace == "" {
+		c.KueueNamespace = "kueue-system"
+	}
+	if c.KueueConfigMap == "" {
+		c.KueueConfigMap = "kueue-manager-config"
 	}
 	if c.SubmitWait <= 0 {
 		c.SubmitWait = 3 * time.Second

@@ -9,11 +9,29 @@
 // Informers watch ResourceFlavors, Topologies, ClusterQueues, Cohorts,
 // LocalQueues, WorkloadPriorityClasses, Workloads, Nodes, and the Jobs and
 // Pods that carry gpubot's request label. Snapshot turns their caches
-// into an allocator.Snapshot: flavors from ResourceFlavors (GPUs per node
-// from the matching nodes), nodes with their rack and block from the
-// flavor's Topology levels (or the configured labels), one queue per
-// ClusterQueue (named after the team whose LocalQueue points at it), and
-// one workload per Kueue Workload, admitted where Kueue admitted it.
+// into an allocator.Snapshot: flavors from ResourceFlavors, nodes from
+// the ready GPU nodes each flavor's nodeLabels select (capacity comes only
+// from the cluster: a flavor without nodes has none), with their rack and
+// block from the flavor's Topology levels (or the configured labels), one
+// queue per ClusterQueue (named after the team whose LocalQueue points at
+// it), and one workload per Kueue Workload, admitted where Kueue admitted
+// it. The allocator orders as Kueue does with one ClusterQueue per team:
+// priority, then arrival (BestEffortFIFO), whatever the configured mode.
+//
+// KueueReport (commands.KueueView) says what Kueue says: per pending
+// workload, Kueue's word from its Workload's QuotaReserved condition (the
+// flavor assigner's reasons, word.go), Evicted, admission checks and
+// spec.active, in a plain sentence with the raw message, and whether
+// Kueue cannot admit it as it is (a reason that no wait can change, or, on
+// topology-aware flavors, no node that exists can hold it even with the
+// cluster empty); the GPU nodes no ResourceFlavor selects; the nodes of
+// each flavor; and the Kueue features in use that the allocator does not
+// model (features.go: from the ClusterQueues, the cohort tree and Kueue's
+// manager Configuration, the ConfigMap kueue-manager-config, read at start
+// and every few minutes). Findings are logged once each.
+//
+// Setup writes the Kueue objects that match gpubot's configuration
+// (`gpubot kueue-setup`).
 //
 // Apply acts on the cluster:
 //
@@ -50,14 +68,23 @@
 //
 // # Caveats
 //
-//   - Kueue admits by quota; the allocator also places pods on nodes. For a
-//     flavor with no matching nodes (a cluster that provisions nodes on
-//     demand, or a test API server with no nodes) the configured simulated
-//     nodes stand in, and admitted workloads whose pods' nodes are not
-//     known are placed on the flavor's nodes greedily (or on an overflow
-//     node when none has room) so that quota accounting stays exact.
+//   - Kueue admits by quota; the allocator also places pods on nodes.
+//     For topology-aware flavors (a Kueue Topology) both do. For a flavor
+//     without a Topology Kueue admits by quota alone: admitted workloads
+//     whose nodes are not known are placed on the flavor's nodes greedily
+//     (or on an overflow node when none has room) so that quota
+//     accounting stays exact, and when such a flavor has fewer GPUs than
+//     its quota the estimates are marked approximate.
 //   - Fair-sharing usage is not read from the cluster: the allocator's
-//     order among teams of equal priority is then arrival order.
+//     order among teams of equal priority is arrival order, as Kueue's
+//     is across ClusterQueues.
+//   - Kueue's cycle takes a ClusterQueue head that fits within nominal
+//     quota before one that must borrow; the allocator goes by priority
+//     and arrival only (README, "Known limits").
+//   - A request whose Workload someone else deactivates stays in the
+//     snapshot as pending (gpubot keeps following it; its KueueWord says
+//     it will not start as it is); other deactivated Workloads are left
+//     out.
 //   - A request whose Job disappears while queued is created again (that is
 //     also how a crash between persisting a request and creating its Job is
 //     repaired); a running one is marked lost by the service.

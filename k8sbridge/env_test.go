@@ -38,6 +38,14 @@ func TestMain(m *testing.M) {
 
 func run(m *testing.M) int {
 	flag.Parse()
+	// The fidelity scenarios mostly wait for Kueue and for the next
+	// second; run more of them at once than there are cores, unless
+	// -parallel says otherwise.
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit {
+		_ = flag.Set("test.parallel", "6")
+	}
 	if k8senv.Skipped() || testing.Short() {
 		return m.Run()
 	}
@@ -68,7 +76,7 @@ func sharedObjects(ctx context.Context) error {
 			return err
 		}
 	}
-	return nil
+	return createTopology(ctx, kq)
 }
 
 func needEnv(t *testing.T) {
@@ -101,6 +109,10 @@ type teamSpec struct {
 	cohort     string
 	quotas     []flavorQuota
 	preemption *kueue.ClusterQueuePreemption
+	// mutate changes the ClusterQueue before it is created.
+	mutate func(*kueue.ClusterQueueSpec)
+	// inactive: Kueue is not expected to make the ClusterQueue active.
+	inactive bool
 }
 
 type flavorQuota struct {
@@ -123,8 +135,10 @@ func newScenario(t *testing.T, flavors map[string]int, teams ...teamSpec) *scena
 			Spec: kueue.ResourceFlavorSpec{NodeLabels: map[string]string{"gpubot.io/flavor": s.n(f)}}}
 		s.must(s.kueue.KueueV1beta2().ResourceFlavors().Create(ctx, rf, metav1.CreateOptions{}))
 		s.cfg.Flavors = append(s.cfg.Flavors, allocator.Flavor{Name: s.n(f), GPUsPerNode: 8})
-		for i := range flavors[f] {
-			s.cfg.FallbackNodes = append(s.cfg.FallbackNodes, allocator.Node{Name: fmt.Sprintf("%s-n%d", s.n(f), i+1), Flavor: s.n(f), GPUs: 8})
+		if n := flavors[f]; n > 0 {
+			// Capacity comes only from the cluster: real (kwok) nodes, two
+			// a rack.
+			s.fakeNodes(f, (n+1)/2, min(n, 2))
 		}
 	}
 	for _, tm := range teams {
@@ -174,12 +188,18 @@ func (s *scenario) addTeam(tm teamSpec) {
 		rg.Flavors = append(rg.Flavors, kueue.FlavorQuotas{Name: kueue.ResourceFlavorReference(s.n(q.flavor)), Resources: []kueue.ResourceQuota{rq}})
 	}
 	cq.Spec.ResourceGroups = []kueue.ResourceGroup{rg}
+	if tm.mutate != nil {
+		tm.mutate(&cq.Spec)
+	}
 	s.must(s.kueue.KueueV1beta2().ClusterQueues().Create(ctx, cq, metav1.CreateOptions{}))
 	ns := s.n(tm.name)
 	s.must(s.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}))
 	lq := &kueue.LocalQueue{ObjectMeta: metav1.ObjectMeta{Name: tm.name, Namespace: ns}, Spec: kueue.LocalQueueSpec{ClusterQueue: kueue.ClusterQueueReference(cq.Name)}}
 	s.must(s.kueue.KueueV1beta2().LocalQueues(ns).Create(ctx, lq, metav1.CreateOptions{}))
 	s.cfg.Teams = append(s.cfg.Teams, k8sbridge.Team{Name: tm.name, Namespace: ns, LocalQueue: tm.name})
+	if tm.inactive {
+		return
+	}
 	// Kueue marks a ClusterQueue active once it has seen its flavors.
 	s.eventually("ClusterQueue "+cq.Name+" active", func() bool {
 		got, err := s.kueue.KueueV1beta2().ClusterQueues().Get(ctx, cq.Name, metav1.GetOptions{})

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/gpubot/gpubot/allocator"
+	"github.com/gpubot/gpubot/commands"
 )
 
 // told is what the sink has been told: each request's phase, its
@@ -36,6 +37,7 @@ func (b *Bridge) diff() ([]allocator.Event, told) {
 		b.log.Error("reading the cluster for events", "err", err)
 		return nil, told{phases: b.reported, known: b.known, pods: b.podsTold}
 	}
+	b.logFindings(commands.KueueReport{Unmatched: v.unmatched, Approximate: b.unmodelled(v, b.mgr)})
 	placed := map[string]allocator.Workload{}
 	for _, w := range v.workloads {
 		placed[w.ID] = w

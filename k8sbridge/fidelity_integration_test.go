@@ -1,113 +1,519 @@
 package k8sbridge_test
 
 import (
+	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+	kueueclient "sigs.k8s.io/kueue/client-go/clientset/versioned"
 
 	"github.com/gpubot/gpubot/allocator"
 	"github.com/gpubot/gpubot/commands"
-	"github.com/gpubot/gpubot/k8sbridge"
-	"github.com/gpubot/gpubot/k8sbridge/k8senv"
 )
 
-// Fidelity: the same submissions go through gpubot's allocator (on the
-// bridge's snapshot) and through the real Kueue, and the decisions must
-// agree: admitted or not, on which flavor, and in which order waiting
-// work is admitted as capacity frees.
+// Fidelity: the same steps go through gpubot's allocator (on the bridge's
+// snapshot of the real cluster) and through the real Kueue controller,
+// and the outcomes must agree: for every workload of the scenario, the
+// flavor it is admitted on, or that it waits, or that it will not start
+// as it is; and which workloads were preempted. Each step also states
+// the outcome worked out by hand, so that a scenario cannot pass by both
+// being wrong the same way. A step marked known is a documented
+// difference (README, "Known limits"): it must differ exactly so.
+//
+// Scenarios run in parallel, each with its own flavors (topology-aware,
+// on kwok nodes), ClusterQueues and namespaces on the shared control
+// plane.
 
-// verdict is one workload's fate: the flavor it was admitted on, or "".
-type verdict map[string]string
+// fidelityTopology is the Kueue Topology of every fidelity flavor.
+const fidelityTopology = "gpubot-fidelity"
 
-// predict asks the allocator what one more workload does: it adds w to
-// the bridge's snapshot and runs a scheduling cycle.
-func (s *scenario) predict(w allocator.Workload) verdict {
-	s.t.Helper()
-	snap, err := s.bridge.Snapshot(s.ctx)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	if _, err := snap.Add(w); err != nil {
-		s.t.Fatal(err)
-	}
-	return admittedIn(snap.Schedule())
+// flavorSpec is one flavor of a fidelity scenario: racks × perRack nodes
+// of 8 GPUs (none for 0), topology-aware unless quotaOnly.
+type flavorSpec struct {
+	name           string
+	racks, perRack int
+	quotaOnly      bool
 }
 
-// predictRelease asks the allocator what freeing id admits.
-func (s *scenario) predictRelease(id string) verdict {
-	s.t.Helper()
-	snap, err := s.bridge.Snapshot(s.ctx)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	if _, err := snap.Release(id); err != nil {
-		s.t.Fatal(err)
-	}
-	return admittedIn(snap.Schedule())
+type fidelity struct {
+	*scenario
+	live    []string // workloads submitted and not released
+	pending map[string]allocator.Workload
 }
 
-func admittedIn(evs []allocator.Event) verdict {
-	v := verdict{}
-	for _, e := range evs {
-		switch e.Kind {
-		case allocator.EventAdmitted:
-			v[e.ID] = e.Admission.Flavor
-		case allocator.EventPreempted:
-			v[e.ID] = "preempted"
+// newFidelity starts a scenario with its flavors, teams and bridge.
+func newFidelity(t *testing.T, flavors []flavorSpec, teams ...teamSpec) *fidelity {
+	t.Helper()
+	t.Parallel()
+	return newFidelityOn(newScenario(t, nil), flavors, teams...)
+}
+
+func newFidelityOn(s *scenario, flavors []flavorSpec, teams ...teamSpec) *fidelity {
+	s.t.Helper()
+	for _, f := range flavors {
+		rf := &kueue.ResourceFlavor{ObjectMeta: metav1.ObjectMeta{Name: s.n(f.name)},
+			Spec: kueue.ResourceFlavorSpec{NodeLabels: map[string]string{"gpubot.io/flavor": s.n(f.name)}}}
+		if !f.quotaOnly {
+			rf.Spec.TopologyName = ptr.To(kueue.TopologyReference(fidelityTopology))
+		}
+		s.must(s.kueue.KueueV1beta2().ResourceFlavors().Create(s.ctx, rf, metav1.CreateOptions{}))
+		s.t.Cleanup(func() {
+			_ = s.kueue.KueueV1beta2().ResourceFlavors().Delete(context.Background(), rf.Name, metav1.DeleteOptions{})
+		})
+		s.cfg.Flavors = append(s.cfg.Flavors, allocator.Flavor{Name: s.n(f.name), GPUsPerNode: 8})
+		if f.racks > 0 {
+			s.fakeNodes(f.name, f.racks, f.perRack)
 		}
 	}
-	return v
+	for _, tm := range teams {
+		s.addTeam(tm)
+	}
+	s.cfg.Priorities = priorities
+	s.cfg.Templates = keepRunning // pods stay running on kwok for the whole test
+	s.start()
+	f := &fidelity{scenario: s, pending: map[string]allocator.Workload{}}
+	nodes := 0
+	for _, fl := range flavors {
+		nodes += fl.racks * fl.perRack
+	}
+	f.waitNodes(nodes)
+	return f
 }
 
-// kueueDecided waits until Kueue has decided on request id — admitted it,
-// or tried and left it pending — and returns the flavor or "".
-func (s *scenario) kueueDecided(id string) string {
-	s.t.Helper()
-	flavor := ""
-	s.eventually("Kueue's decision on "+id, func() bool {
-		for _, j := range s.jobsOf(id) {
-			wls, err := s.kueue.KueueV1beta2().Workloads(j.Namespace).List(s.ctx, metav1.ListOptions{})
-			if err != nil {
+// waitNodes waits until the bridge's snapshot has n nodes of the
+// scenario's flavors.
+func (f *fidelity) waitNodes(n int) {
+	f.t.Helper()
+	f.eventually(fmt.Sprintf("%d nodes in the snapshot", n), func() bool {
+		snap, err := f.bridge.Snapshot(f.ctx)
+		if err != nil {
+			return false
+		}
+		k := 0
+		for _, node := range snap.Cluster().Nodes {
+			if strings.HasPrefix(node.Flavor, f.p+"-") {
+				k++
+			}
+		}
+		return k == n
+	})
+}
+
+// act is one step: submit a workload, release or requeue one, or change
+// the cluster (then); want is Kueue's outcome worked out by hand, known
+// (for a documented difference) what the allocator predicts instead.
+type act struct {
+	submit     *allocator.Workload
+	release    string
+	deactivate string // spec.active=false: Kueue evicts it and keeps it out
+	activate   string // spec.active=true again: it queues with its creation time
+	then       func(f *fidelity)
+	want       string
+	known      string
+}
+
+// wl builds a workload: id, team, GPUs, priority; pinned flavor and
+// topology optional ("h100", "rack").
+func (f *fidelity) wl(id, team string, gpus int, prio int32, opts ...string) *allocator.Workload {
+	w := allocator.Workload{ID: id, Queue: team, GPUs: gpus, Priority: prio, Duration: time.Hour}
+	for _, o := range opts {
+		if l, err := allocator.ParseLevel(o); err == nil && l != allocator.LevelNone {
+			w.Topology = l
+		} else {
+			w.Flavor = f.n(o)
+		}
+	}
+	return &w
+}
+
+// run plays the steps, checking each.
+func (f *fidelity) run(steps ...act) {
+	f.t.Helper()
+	for i, st := range steps {
+		what := fmt.Sprintf("step %d (%s)", i+1, st.describe())
+		if st.then != nil {
+			st.then(f)
+		}
+		if st.submit != nil {
+			f.nextSecond()
+			st.submit.Created = time.Now()
+		}
+		predicted := f.predict(st)
+		mark := f.eventCount()
+		f.do(st)
+		expect := predicted
+		if st.known != "" {
+			expect = st.want
+		}
+		observed := f.observe(mark, expect, st.deactivate)
+		if st.want != "" && observed != st.want {
+			f.t.Errorf("%s: Kueue did %q; the scenario expects %q", what, observed, st.want)
+		}
+		switch {
+		case st.known == "" && predicted != observed:
+			f.t.Errorf("%s: allocator predicted %q, Kueue did %q", what, predicted, observed)
+			f.dump()
+		case st.known != "" && predicted != st.known:
+			f.t.Errorf("%s (a known difference): allocator predicted %q; the README documents %q (Kueue did %q)", what, predicted, st.known, observed)
+		}
+	}
+}
+
+func (a act) describe() string {
+	switch {
+	case a.submit != nil:
+		return "submit " + a.submit.ID
+	case a.release != "":
+		return "release " + a.release
+	case a.deactivate != "":
+		return "deactivate " + a.deactivate
+	case a.activate != "":
+		return "activate " + a.activate
+	}
+	return "cluster change"
+}
+
+// predict is what the allocator says the step leads to, on the bridge's
+// snapshot: the step, then admission cycles until nothing changes.
+func (f *fidelity) predict(st act) string {
+	f.t.Helper()
+	snap, err := f.bridge.Snapshot(f.ctx)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	// A deactivated request stays in the bridge's snapshot (its request
+	// is still gpubot's to follow, see view.go), but Kueue does not queue
+	// it: leave it out of the prediction.
+	for id := range f.pending {
+		if _, ok := snap.Workload(id); ok && id != st.activate {
+			if _, err := snap.Release(id); err != nil {
+				f.t.Fatal(err)
+			}
+		}
+	}
+	live := slices.Clone(f.live)
+	preempted := map[string]bool{}
+	cycles := func() {
+		for range 5 {
+			evs := snap.Schedule()
+			if len(evs) == 0 {
+				return
+			}
+			for _, e := range evs {
+				if e.Kind == allocator.EventPreempted && slices.Contains(live, e.ID) {
+					preempted[e.ID] = true // (other scenarios' workloads are in the snapshot too)
+				}
+			}
+		}
+	}
+	switch {
+	case st.submit != nil:
+		if _, err := snap.Add(*st.submit); err != nil {
+			f.t.Fatal(err)
+		}
+		live = append(live, st.submit.ID)
+	case st.release != "":
+		if _, err := snap.Release(st.release); err != nil {
+			f.t.Fatal(err)
+		}
+		live = slices.DeleteFunc(live, func(id string) bool { return id == st.release })
+	case st.deactivate != "":
+		// Kueue evicts it and keeps it out of the queue.
+		w, _ := snap.Workload(st.deactivate)
+		w.Admission = nil
+		f.pending[st.deactivate] = w
+		if _, err := snap.Release(st.deactivate); err != nil {
+			f.t.Fatal(err)
+		}
+	case st.activate != "":
+		// It queues again with its creation time.
+		if _, ok := snap.Workload(st.activate); !ok {
+			if _, err := snap.Add(f.pending[st.activate]); err != nil {
+				f.t.Fatal(err)
+			}
+		}
+	}
+	cycles()
+	states := map[string]string{}
+	for _, id := range live {
+		w, ok := snap.Workload(id)
+		switch {
+		case !ok && f.inactive(id, st):
+			states[id] = "inactive"
+		case !ok:
+			states[id] = "gone"
+		case w.Admission != nil:
+			states[id] = f.short(w.Admission.Flavor)
+		case f.neverOnEmpty(snap, w):
+			states[id] = "never"
+		default:
+			states[id] = "pending"
+		}
+	}
+	return outcome(states, preempted)
+}
+
+// inactive reports whether id is deactivated after step st.
+func (f *fidelity) inactive(id string, st act) bool {
+	if st.activate == id {
+		return false
+	}
+	_, ok := f.pending[id]
+	return ok
+}
+
+// neverOnEmpty is the allocator's "will not start as it is": w does not
+// fit even with nothing else in the cluster.
+func (f *fidelity) neverOnEmpty(snap *allocator.Snapshot, w allocator.Workload) bool {
+	empty, err := allocator.NewSnapshot(snap.Cluster(), snap.Now(), nil, nil)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	w.Admission = nil
+	_, reason := empty.Fit(w)
+	return reason != allocator.ReasonNone
+}
+
+func (f *fidelity) short(flavor string) string { return strings.TrimPrefix(flavor, f.p+"-") }
+
+func outcome(states map[string]string, preempted map[string]bool) string {
+	ids := make([]string, 0, len(states))
+	for id := range states {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = id + "=" + states[id]
+	}
+	out := strings.Join(parts, " ")
+	if len(preempted) > 0 {
+		var ps []string
+		for id := range preempted {
+			ps = append(ps, id)
+		}
+		slices.Sort(ps)
+		out += " | preempted " + strings.Join(ps, " ")
+	}
+	return out
+}
+
+// do carries the step out on the cluster through the bridge.
+func (f *fidelity) do(st act) {
+	f.t.Helper()
+	switch {
+	case st.submit != nil:
+		f.submit(*st.submit)
+		f.live = append(f.live, st.submit.ID)
+	case st.release != "":
+		f.apply(commands.Op{Kind: commands.OpRemove, ID: st.release})
+		f.live = slices.DeleteFunc(f.live, func(id string) bool { return id == st.release })
+		f.eventually(st.release+"'s Job and Workload gone", func() bool { return f.kueueState(st.release) == "gone" })
+	case st.deactivate != "":
+		f.setActive(st.deactivate, false)
+	case st.activate != "":
+		f.setActive(st.activate, true)
+		delete(f.pending, st.activate)
+	}
+}
+
+func (f *fidelity) setActive(id string, active bool) {
+	f.t.Helper()
+	wl := f.workloadOf(id)
+	if wl == nil {
+		f.t.Fatalf("%s has no Workload", id)
+	}
+	patch := fmt.Appendf(nil, `{"spec":{"active":%t}}`, active)
+	if _, err := f.kueue.KueueV1beta2().Workloads(wl.Namespace).Patch(f.ctx, wl.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// observe waits until Kueue has settled (every workload decided, no
+// preemption under way, the bridge caught up, nothing changed for a
+// while) and returns what Kueue did, with the preemptions of the
+// scenario's workloads reported since event mark (a deactivation is not
+// one). Under load Kueue may take a few seconds to readmit work after an
+// eviction: while its outcome differs from expect it is given longer to
+// settle (expect never changes what is observed, only how long).
+func (f *fidelity) observe(mark int, expect, deactivated string) string {
+	f.t.Helper()
+	var last string
+	stableSince := time.Now()
+	err := wait.PollUntilContextTimeout(f.ctx, 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		states := map[string]string{}
+		for _, id := range f.live {
+			states[id] = f.kueueState(id)
+		}
+		cur := outcome(states, nil)
+		if cur != last {
+			last, stableSince = cur, time.Now()
+			return false, nil
+		}
+		quiet := time.Since(stableSince)
+		for _, st := range states {
+			// A workload Kueue has not looked at (behind a StrictFIFO
+			// head, in a stopped queue) is settled after a quiet while.
+			if st == "deciding" || st == "gone" || (st == "unseen" && quiet < 4*time.Second) {
+				return false, nil
+			}
+		}
+		if quiet < 1500*time.Millisecond || !f.bridgeAgrees(states) {
+			return false, nil
+		}
+		return quiet > 10*time.Second || f.outcome(mark, deactivated) == expect, nil
+	})
+	if err != nil {
+		f.t.Fatalf("waiting for Kueue to settle (last %q): %v", last, err)
+	}
+	return f.outcome(mark, deactivated)
+}
+
+// outcome is what Kueue did: each workload's state (pending ones that
+// Kueue cannot admit as they are, per the bridge's reading of Kueue's
+// word, "never"), and the preemptions since event mark.
+func (f *fidelity) outcome(mark int, deactivated string) string {
+	f.t.Helper()
+	rep, err := f.bridge.KueueReport(f.ctx)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	states := map[string]string{}
+	for _, id := range f.live {
+		st := f.kueueState(id)
+		if st == "waiting" || st == "unseen" {
+			st = "pending"
+			if rep.Pending[id].Never {
+				st = "never"
+			}
+		}
+		states[id] = st
+	}
+	preempted := map[string]bool{}
+	f.mu.Lock()
+	for _, e := range f.events[mark:] {
+		if e.Kind == allocator.EventPreempted && slices.Contains(f.live, e.ID) && e.ID != deactivated {
+			preempted[e.ID] = true
+		}
+	}
+	f.mu.Unlock()
+	return outcome(states, preempted)
+}
+
+// kueueState is what Kueue says of id now: the flavor it is admitted on,
+// "reserved:<flavor>" (quota reserved, admission checks pending),
+// "waiting" (decided: no quota reserved), "deciding" (not looked at yet,
+// or being evicted, or waiting for its victims), or "gone".
+func (f *fidelity) kueueState(id string) string {
+	wl := f.workloadOf(id)
+	if wl == nil {
+		if len(f.jobsOf(id)) > 0 {
+			return "deciding"
+		}
+		return "gone"
+	}
+	conds := wl.Status.Conditions
+	qr := apimeta.FindStatusCondition(conds, kueue.WorkloadQuotaReserved)
+	switch {
+	case wl.Spec.Active != nil && !*wl.Spec.Active && (qr == nil || qr.Status == metav1.ConditionFalse):
+		return "inactive"
+	case qr == nil:
+		return "unseen"
+	case qr.Status == metav1.ConditionTrue && apimeta.IsStatusConditionTrue(conds, kueue.WorkloadEvicted):
+		return "deciding" // being evicted
+	case qr.Status == metav1.ConditionTrue:
+		flavor := f.short(string(wl.Status.Admission.PodSetAssignments[0].Flavors["nvidia.com/gpu"]))
+		if !apimeta.IsStatusConditionTrue(conds, kueue.WorkloadAdmitted) {
+			return "reserved:" + flavor
+		}
+		return flavor
+	case strings.Contains(qr.Message, "Pending the preemption"):
+		return "deciding"
+	}
+	return "waiting"
+}
+
+// workloadOf is the newest Workload of request id's Job.
+func (f *fidelity) workloadOf(id string) *kueue.Workload {
+	var out *kueue.Workload
+	for _, j := range f.jobsOf(id) {
+		wls, err := f.kueue.KueueV1beta2().Workloads(j.Namespace).List(f.ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil
+		}
+		for i := range wls.Items {
+			wl := &wls.Items[i]
+			if len(wl.OwnerReferences) > 0 && wl.OwnerReferences[0].UID == j.UID &&
+				(out == nil || wl.CreationTimestamp.After(out.CreationTimestamp.Time)) {
+				out = wl
+			}
+		}
+	}
+	return out
+}
+
+// bridgeAgrees reports whether the bridge's snapshot shows Kueue's
+// states: admitted (or reserved) workloads with an admission on the same
+// flavor, waiting ones pending.
+func (f *fidelity) bridgeAgrees(states map[string]string) bool {
+	snap, err := f.bridge.Snapshot(f.ctx)
+	if err != nil {
+		return false
+	}
+	for id, st := range states {
+		w, ok := snap.Workload(id)
+		if st == "inactive" {
+			if ok && w.Admission != nil {
 				return false
 			}
-			for _, wl := range wls.Items {
-				if len(wl.OwnerReferences) == 0 || wl.OwnerReferences[0].UID != j.UID {
-					continue
-				}
-				for _, c := range wl.Status.Conditions {
-					if c.Type == kueue.WorkloadQuotaReserved && c.Status == metav1.ConditionFalse && !strings.Contains(c.Message, "Pending the preemption") {
-						return true // tried, pending
-					}
-				}
-				if condTrue(wl.Status.Conditions, kueue.WorkloadAdmitted) {
-					flavor = string(wl.Status.Admission.PodSetAssignments[0].Flavors["nvidia.com/gpu"])
-					return s.hasEvent(allocator.EventAdmitted, id)
-				}
-			}
+			continue
 		}
-		return false
-	})
-	return flavor
-}
-
-// preemptedSince adds to v the preemptions reported after the first n events.
-func (s *scenario) preemptedSince(n int, v verdict) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, e := range s.events[n:] {
-		if e.Kind == allocator.EventPreempted {
-			v[e.ID] = "preempted"
+		if !ok {
+			return false
+		}
+		admitted := st != "waiting" && st != "unseen"
+		if admitted != (w.Admission != nil) {
+			return false
+		}
+		if admitted && f.short(w.Admission.Flavor) != strings.TrimPrefix(st, "reserved:") {
+			return false
 		}
 	}
+	return true
+}
+
+func (f *fidelity) dump() {
+	wls, _ := f.kueue.KueueV1beta2().Workloads("").List(f.ctx, metav1.ListOptions{})
+	for _, wl := range wls.Items {
+		if strings.HasPrefix(wl.Namespace, f.p+"-") {
+			f.t.Logf("%s/%s: %+v", wl.Namespace, wl.Name, wl.Status.Conditions)
+		}
+	}
+}
+
+// addNodes adds racks × perRack kwok nodes to flavor name, waiting
+// until the bridge sees them.
+func (f *fidelity) addNodes(name string, racks, perRack, total int) {
+	f.fakeNodes(name, racks, perRack)
+	f.waitNodes(total)
+}
+
+// createTopology creates the Topology the fidelity flavors use.
+func createTopology(ctx context.Context, kq kueueclient.Interface) error {
+	topo := &kueue.Topology{ObjectMeta: metav1.ObjectMeta{Name: fidelityTopology}, Spec: kueue.TopologySpec{Levels: []kueue.TopologyLevel{
+		{NodeLabel: "cloud.google.com/gce-topology-block"}, {NodeLabel: "cloud.google.com/gce-topology-subblock"}, {NodeLabel: corev1.LabelHostname}}}}
+	_, err := kq.KueueV1beta2().Topologies().Create(ctx, topo, metav1.CreateOptions{})
+	return err
 }
 
 func (s *scenario) eventCount() int {
@@ -122,172 +528,4 @@ func (s *scenario) nextSecond() {
 	s.t.Helper()
 	start := time.Now().Unix()
 	s.eventually("the next second", func() bool { return time.Now().Unix() > start })
-}
-
-func (s *scenario) check(what string, want, got verdict) {
-	s.t.Helper()
-	if fmt.Sprint(want) != fmt.Sprint(got) {
-		s.t.Errorf("%s: allocator predicted %v, Kueue did %v", what, want, got)
-		s.mu.Lock()
-		s.t.Logf("events: %+v", s.events)
-		s.mu.Unlock()
-		wls, _ := s.kueue.KueueV1beta2().Workloads("").List(s.ctx, metav1.ListOptions{})
-		for _, wl := range wls.Items {
-			s.t.Logf("%s/%s: %+v", wl.Namespace, wl.Name, wl.Status.Conditions)
-		}
-	}
-}
-
-// TestFidelityExampleSetup runs the bundled example's Kueue setup
-// (deploy/kueue/setup.yaml) on kwok nodes laid out as in
-// deploy/gpubot.example.yaml, through a sequence that exercises flavor
-// order, borrowing limits, the cohort's lending limits and reclaiming
-// capacity.
-func TestFidelityExampleSetup(t *testing.T) {
-	s := newScenario(t, nil)
-	if _, err := k8senv.ApplyFile(s.ctx, env.Config, filepath.Join("..", "deploy", "kueue", "setup.yaml"), ""); err != nil {
-		t.Fatal(err)
-	}
-	exampleNodes(s, "h100", "nvidia-h100-80gb", 2, 2, 4)
-	exampleNodes(s, "a100", "nvidia-a100-80gb", 1, 2, 4)
-	if err := k8senv.WaitNodesReady(s.ctx, s.kube, 24); err != nil {
-		t.Fatal(err)
-	}
-	s.cfg = k8sbridge.Config{
-		Teams:      []k8sbridge.Team{{Name: "nlp"}, {Name: "vision"}, {Name: "speech"}},
-		Flavors:    []allocator.Flavor{{Name: "h100", GPUsPerNode: 8}, {Name: "a100", GPUsPerNode: 8}},
-		Priorities: map[string]int32{"low": 100, "normal": 200, "high": 500, "urgent": 1000},
-		// Pods stay running on kwok for the whole test.
-		Templates: map[string][]byte{"": []byte(k8sbridge.DefaultJobTemplate + `    metadata:
-      annotations:
-        pod-complete.stage.kwok.x-k8s.io/delay: 1h
-        pod-complete.stage.kwok.x-k8s.io/jitter-delay: 1h
-`)},
-	}
-	b := s.start()
-	s.eventually("24 nodes and 3 queues in the snapshot", func() bool {
-		snap, err := b.Snapshot(s.ctx)
-		return err == nil && len(snap.Cluster().Nodes) == 24 && len(slices.DeleteFunc(snap.Cluster().Queues, func(q allocator.Queue) bool {
-			return q.Name != "nlp" && q.Name != "vision" && q.Name != "speech"
-		})) == 3
-	})
-	steps := []struct {
-		id, team string
-		gpus     int
-	}{
-		{"f1", "speech", 24}, // speech tries a100 first
-		{"f2", "nlp", 64},    // nlp's nominal h100
-		{"f3", "vision", 48}, // vision's nominal h100
-		{"f4", "nlp", 32},    // h100: the pool lends only 16; a100 borrows 16
-		{"f5", "vision", 16}, // h100: the last 16, borrowed
-		{"f6", "speech", 16}, // a100 lends only 8 more; speech reclaims its h100 quota from vision's f5
-	}
-	for _, st := range steps {
-		w := s.workload(st.id, st.team, st.gpus, 200)
-		want := s.predict(w)
-		s.nextSecond()
-		n := s.eventCount()
-		s.submit(w)
-		got := verdict{}
-		if f := s.kueueDecided(st.id); f != "" {
-			got[st.id] = f
-		}
-		s.preemptedSince(n, got)
-		s.check("submitting "+st.id, want, got)
-	}
-	want := s.predictRelease("f2")
-	n := s.eventCount()
-	s.apply(commands.Op{Kind: commands.OpRemove, ID: "f2"})
-	got := verdict{}
-	s.eventually("the admissions after releasing f2", func() bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		for _, e := range s.events[n:] {
-			if e.Kind == allocator.EventAdmitted {
-				got[e.ID] = e.Admission.Flavor
-			}
-		}
-		return len(got) >= len(want)
-	})
-	s.check("releasing f2", want, got)
-}
-
-// exampleNodes creates kwok nodes named as the simulated cluster names them.
-func exampleNodes(s *scenario, flavor, accel string, blocks, racks, nodes int) {
-	s.t.Helper()
-	for b := 1; b <= blocks; b++ {
-		for r := 1; r <= racks; r++ {
-			for n := 1; n <= nodes; n++ {
-				name := fmt.Sprintf("%s-b%d-r%d-n%d", flavor, b, r, n)
-				node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name,
-					Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
-					Labels: map[string]string{"cloud.google.com/gke-accelerator": accel, "kubernetes.io/hostname": name,
-						"cloud.google.com/gce-topology-block":    fmt.Sprintf("%s-b%d", flavor, b),
-						"cloud.google.com/gce-topology-subblock": fmt.Sprintf("%s-b%d-r%d", flavor, b, r), "type": "kwok"}}}
-				if _, err := s.kube.CoreV1().Nodes().Create(s.ctx, node, metav1.CreateOptions{}); err != nil {
-					s.t.Fatal(err)
-				}
-				alloc := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8"), "cpu": resource.MustParse("32"),
-					"memory": resource.MustParse("256Gi"), "pods": resource.MustParse("110")}
-				err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-					got, err := s.kube.CoreV1().Nodes().Get(s.ctx, name, metav1.GetOptions{})
-					if err != nil {
-						return err
-					}
-					got.Status.Capacity, got.Status.Allocatable = alloc, alloc
-					_, err = s.kube.CoreV1().Nodes().UpdateStatus(s.ctx, got, metav1.UpdateOptions{})
-					return err
-				})
-				if err != nil {
-					s.t.Fatal(err)
-				}
-			}
-		}
-	}
-}
-
-// TestFidelityAdmissionOrder queues three requests behind a full team —
-// two of normal priority, then one of high — and frees the room one
-// request at a time: Kueue must admit them in the order the allocator
-// predicts (priority, then arrival).
-func TestFidelityAdmissionOrder(t *testing.T) {
-	s := newScenario(t, map[string]int{"h100": 1}, teamSpec{name: "nlp", quotas: []flavorQuota{{flavor: "h100", nominal: 8}}})
-	s.start()
-	s.submit(s.workload("r0", "nlp", 8, 200))
-	s.waitEvent(allocator.EventAdmitted, "r0")
-	for _, p := range []struct {
-		id   string
-		prio int32
-	}{{"r1", 200}, {"r2", 200}, {"r3", 500}} {
-		s.nextSecond()
-		s.submit(s.workload(p.id, "nlp", 8, p.prio))
-		if f := s.kueueDecided(p.id); f != "" {
-			t.Fatalf("%s admitted on %s while the team is full", p.id, f)
-		}
-	}
-	running := "r0"
-	var kueueOrder, predicted []string
-	for range 3 {
-		want := s.predictRelease(running)
-		if len(want) != 1 {
-			t.Fatalf("allocator predicts %v after releasing %s", want, running)
-		}
-		for id := range want {
-			predicted = append(predicted, id)
-		}
-		s.apply(commands.Op{Kind: commands.OpRemove, ID: running})
-		s.eventually("the next admission after "+running, func() bool {
-			for _, id := range []string{"r1", "r2", "r3"} {
-				if !slices.Contains(kueueOrder, id) && s.hasEvent(allocator.EventAdmitted, id) {
-					kueueOrder = append(kueueOrder, id)
-					running = id
-					return true
-				}
-			}
-			return false
-		})
-	}
-	if fmt.Sprint(predicted) != fmt.Sprint(kueueOrder) || fmt.Sprint(kueueOrder) != "[r3 r1 r2]" {
-		t.Errorf("admission order: allocator %v, Kueue %v; want [r3 r1 r2]", predicted, kueueOrder)
-	}
 }

@@ -41,11 +41,18 @@ var teamRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "watch"}},
 }
 
+// kueueConfigRules read Kueue's manager Configuration: one ConfigMap in
+// Kueue's namespace, get only.
+func kueueConfigRules(cfg Config) []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{cfg.KueueConfigMap}, Verbs: []string{"get"}}}
+}
+
 // RBAC returns the RBAC manifests the bridge needs with cfg, as YAML
 // documents: a ClusterRole (and its binding) that only reads cluster-scoped
-// objects, and in each team namespace a Role and RoleBinding for Jobs,
-// Workloads, LocalQueues and Pods there. Nothing is granted in any other
-// namespace. The bridge watches namespaced objects only in the team
+// objects; in Kueue's namespace a Role that reads its manager
+// Configuration ConfigMap and nothing else; and in each team namespace a
+// Role and RoleBinding for Jobs, Workloads, LocalQueues and Pods there.
+// Nothing else is granted in any namespace. The bridge watches namespaced objects only in the team
 // namespaces, so this is sufficient; the RBAC integration test proves it.
 func RBAC(cfg Config, o RBACOptions) ([]byte, error) {
 	if err := cfg.defaults(); err != nil {
@@ -67,6 +74,11 @@ func RBAC(cfg Config, o RBACOptions) ([]byte, error) {
 		rbacv1.ClusterRoleBinding{TypeMeta: typeMeta("ClusterRoleBinding"), ObjectMeta: metav1.ObjectMeta{Name: "gpubot", Labels: labels},
 			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "gpubot"}, Subjects: subject},
 	}
+	kmeta := metav1.ObjectMeta{Name: "gpubot-kueue-config", Namespace: cfg.KueueNamespace, Labels: labels}
+	objs = append(objs,
+		rbacv1.Role{TypeMeta: typeMeta("Role"), ObjectMeta: kmeta, Rules: kueueConfigRules(cfg)},
+		rbacv1.RoleBinding{TypeMeta: typeMeta("RoleBinding"), ObjectMeta: kmeta,
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "gpubot-kueue-config"}, Subjects: subject})
 	for _, ns := range cfg.teamNamespaces() {
 		meta := metav1.ObjectMeta{Name: "gpubot", Namespace: ns, Labels: labels}
 		objs = append(objs,

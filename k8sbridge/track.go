@@ -3,11 +3,13 @@ package k8sbridge
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -155,8 +157,14 @@ func (b *Bridge) Owned(ctx context.Context) ([]commands.Tracked, error) {
 
 // Warnings compares gpubot's configuration with the cluster: teams whose
 // namespace or LocalQueue is missing, configured flavors and priorities
-// that Kueue does not have (or has with another value).
+// that Kueue does not have (or has with another value), flavors whose
+// ResourceFlavor selects other nodes than configured, an admission mode
+// Kueue does not apply across teams, and a manager Configuration gpubot
+// could not read.
 func (b *Bridge) Warnings() []string {
+	b.mu.Lock()
+	mc := b.mgr
+	b.mu.Unlock()
 	var out []string
 	for _, t := range b.cfg.Teams {
 		lq, err := b.lqs.LocalQueues(t.Namespace).Get(t.LocalQueue)
@@ -169,8 +177,13 @@ func (b *Bridge) Warnings() []string {
 		}
 	}
 	for _, f := range b.cfg.Flavors {
-		if _, err := b.flavors.Get(f.Name); err != nil {
+		rf, err := b.flavors.Get(f.Name)
+		if err != nil {
 			out = append(out, fmt.Sprintf("flavor %s: no ResourceFlavor of that name", f.Name))
+			continue
+		}
+		if want, ok := b.cfg.FlavorLabels[f.Name]; ok && len(want) > 0 && !maps.Equal(want, rf.Spec.NodeLabels) {
+			out = append(out, fmt.Sprintf("flavor %s: the ResourceFlavor selects nodes with %s, the configuration says %s; Kueue's ResourceFlavor decides", f.Name, selectsText(rf.Spec.NodeLabels), selectsText(want)))
 		}
 	}
 	names := make([]string, 0, len(b.cfg.Priorities))
@@ -187,8 +200,16 @@ func (b *Bridge) Warnings() []string {
 			out = append(out, fmt.Sprintf("priority %s: the WorkloadPriorityClass has value %d, the configuration %d", n, p.Value, b.cfg.Priorities[n]))
 		}
 	}
-	if nodes, err := b.nodes.List(labels.Everything()); err == nil && len(nodes) == 0 {
-		out = append(out, "the cluster has no nodes; gpubot models the configured simulated nodes instead")
+	if b.cfg.Policy.Mode == allocator.FairSharing {
+		out = append(out, "admission.mode is AdmissionFairSharing, but Kueue orders the teams' ClusterQueues by priority, then arrival (its Admission Fair Sharing orders only the LocalQueues inside one ClusterQueue); gpubot predicts the order Kueue uses")
+	}
+	if mc.err != nil {
+		out = append(out, fmt.Sprintf("Kueue's manager Configuration: %v; gpubot assumes Kueue's defaults (no Fair Sharing, no Admission Fair Sharing, no waitForPodsReady)", mc.err))
+	} else if !mc.frameworksJob {
+		out = append(out, "Kueue's manager Configuration does not list batch/job in integrations.frameworks: Kueue will not admit gpubot's Jobs")
+	}
+	if nodes, err := b.nodes.List(labels.Everything()); err == nil && !slices.ContainsFunc(nodes, func(n *corev1.Node) bool { return quantityInt(n.Status.Allocatable, b.cfg.GPUResource) > 0 }) {
+		out = append(out, fmt.Sprintf("the cluster has no nodes with %s: every flavor has 0 GPUs, and work waits until nodes appear", b.cfg.GPUResource))
 	}
 	return out
 }

@@ -63,6 +63,9 @@ type view struct {
 	warnings  []string
 	flavors   map[string]*flavorInfo
 	cqName    map[string]string // ClusterQueue name → queue name
+	cqs       []*kueue.ClusterQueue
+	// unmatched describes the GPU nodes no ResourceFlavor selects.
+	unmatched []string
 }
 
 // snapshot builds the allocator's snapshot. Workloads the model cannot
@@ -86,210 +89,30 @@ func (v *view) snapshot(now time.Time) (*allocator.Snapshot, error) {
 	return s, nil
 }
 
-// flavorInfo is one ResourceFlavor in allocator terms.
-type flavorInfo struct {
-	name                         string
-	nodeLabels                   map[string]string
-	blockLabel, rackLabel, hostL string
-	gpn                          int
-}
-
 // view reads the caches. The caller holds b.mu.
 func (b *Bridge) view() (*view, error) {
 	v := &view{owned: map[string]*owned{}, byUID: map[string]string{}}
 	v.cluster.Policy = b.cfg.Policy
-	flavors, err := b.readFlavors(v)
-	if err != nil {
-		return nil, err
-	}
-	cqName, err := b.readQueues(v, flavors)
-	if err != nil {
-		return nil, err
-	}
-	v.flavors, v.cqName = flavors, cqName
-	if err := b.readWorkloads(v, flavors, cqName); err != nil {
-		return nil, err
-	}
-	b.place(v)
-	return v, nil
-}
-
-func (b *Bridge) readFlavors(v *view) (map[string]*flavorInfo, error) {
-	rfs, err := b.flavors.List(labels.Everything())
-	if err != nil {
-		return nil, fmt.Errorf("k8sbridge: listing ResourceFlavors: %w", err)
-	}
-	slices.SortFunc(rfs, func(a, c *kueue.ResourceFlavor) int { return strings.Compare(a.Name, c.Name) })
-	nodes, err := b.nodes.List(labels.Everything())
-	if err != nil {
-		return nil, fmt.Errorf("k8sbridge: listing nodes: %w", err)
-	}
-	slices.SortFunc(nodes, func(a, c *corev1.Node) int { return strings.Compare(a.Name, c.Name) })
-	configured := map[string]int{}
-	for _, f := range b.cfg.Flavors {
-		configured[f.Name] = f.GPUsPerNode
-	}
-	out := map[string]*flavorInfo{}
-	for _, rf := range rfs {
-		fi := &flavorInfo{name: rf.Name, nodeLabels: rf.Spec.NodeLabels,
-			blockLabel: b.cfg.BlockLabel, rackLabel: b.cfg.RackLabel, hostL: b.cfg.HostLabel}
-		if rf.Spec.TopologyName != nil {
-			if t, err := b.topologies.Get(string(*rf.Spec.TopologyName)); err == nil {
-				lv := t.Spec.Levels
-				n := len(lv)
-				fi.hostL, fi.rackLabel, fi.blockLabel = "", "", ""
-				if n >= 1 {
-					fi.hostL = lv[n-1].NodeLabel
-				}
-				if n >= 2 {
-					fi.rackLabel = lv[n-2].NodeLabel
-				}
-				if n >= 3 {
-					fi.blockLabel = lv[n-3].NodeLabel
-				}
-			}
-		}
-		out[rf.Name] = fi
-	}
-	hasNodes := map[string]bool{}
-	for _, n := range nodes {
-		gpus := quantityInt(n.Status.Allocatable, b.cfg.GPUResource)
-		if gpus <= 0 || !nodeReady(n) {
-			continue
-		}
-		fi := matchFlavor(rfs, out, n)
-		if fi == nil {
-			continue
-		}
-		hasNodes[fi.name] = true
-		fi.gpn = max(fi.gpn, gpus)
-		v.cluster.Nodes = append(v.cluster.Nodes, allocator.Node{
-			Name: n.Name, Flavor: fi.name, GPUs: gpus,
-			Block: labelOr(n.Labels, fi.blockLabel), Rack: labelOr(n.Labels, fi.rackLabel),
-		})
-	}
-	for _, n := range b.cfg.FallbackNodes {
-		if fi, ok := out[n.Flavor]; ok && !hasNodes[n.Flavor] {
-			fi.gpn = max(fi.gpn, n.GPUs)
-			v.cluster.Nodes = append(v.cluster.Nodes, n)
-		}
-	}
-	for _, rf := range rfs {
-		fi := out[rf.Name]
-		if fi.gpn == 0 {
-			fi.gpn = configured[rf.Name]
-		}
-		if fi.gpn == 0 {
-			fi.gpn = 8
-		}
-		v.cluster.Flavors = append(v.cluster.Flavors, allocator.Flavor{Name: rf.Name, GPUsPerNode: fi.gpn})
-	}
-	return out, nil
-}
-
-// matchFlavor finds the first ResourceFlavor (by name) whose node labels
-// the node has; flavors without node labels match no node.
-func matchFlavor(rfs []*kueue.ResourceFlavor, fs map[string]*flavorInfo, n *corev1.Node) *flavorInfo {
-	for _, rf := range rfs {
-		if len(rf.Spec.NodeLabels) == 0 {
-			continue
-		}
-		ok := true
-		for k, val := range rf.Spec.NodeLabels {
-			if n.Labels[k] != val {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			return fs[rf.Name]
-		}
-	}
-	return nil
-}
-
-func labelOr(l map[string]string, key string) string {
-	if key == "" {
-		return ""
-	}
-	return l[key]
-}
-
-// readQueues turns ClusterQueues with GPU quota into queues, named after
-// the team whose LocalQueue points at them. It returns the queue name of
-// each ClusterQueue.
-func (b *Bridge) readQueues(v *view, flavors map[string]*flavorInfo) (map[string]string, error) {
+	// Kueue orders the ClusterQueues of a cohort by priority, then
+	// arrival; Admission Fair Sharing orders only the LocalQueues inside
+	// one ClusterQueue (see features.go).
+	v.cluster.Policy.Mode = allocator.BestEffortFIFO
 	cqs, err := b.cqs.List(labels.Everything())
 	if err != nil {
 		return nil, fmt.Errorf("k8sbridge: listing ClusterQueues: %w", err)
 	}
 	slices.SortFunc(cqs, func(a, c *kueue.ClusterQueue) int { return strings.Compare(a.Name, c.Name) })
-	teamOf := map[string]string{}
-	for _, t := range b.cfg.Teams {
-		lq, err := b.lqs.LocalQueues(t.Namespace).Get(t.LocalQueue)
-		if err != nil {
-			continue
-		}
-		cq := string(lq.Spec.ClusterQueue)
-		if _, dup := teamOf[cq]; !dup {
-			teamOf[cq] = t.Name
-		}
+	flavors, err := b.readFlavors(v, gpuFlavors(cqs, corev1.ResourceName(b.cfg.GPUResource)))
+	if err != nil {
+		return nil, err
 	}
-	names := map[string]string{}
-	gpu := corev1.ResourceName(b.cfg.GPUResource)
-	for _, cq := range cqs {
-		q := allocator.Queue{Name: cq.Name, Cohort: string(cq.Spec.CohortName), Quotas: map[string]allocator.Quota{},
-			Preemption: allocator.Preemption{WithinClusterQueue: allocator.PreemptNever, ReclaimWithinCohort: allocator.PreemptNever}}
-		if t, ok := teamOf[cq.Name]; ok {
-			q.Name = t
-		}
-		if p := cq.Spec.Preemption; p != nil {
-			if p.WithinClusterQueue != "" {
-				q.Preemption.WithinClusterQueue = string(p.WithinClusterQueue)
-			}
-			if p.ReclaimWithinCohort != "" {
-				q.Preemption.ReclaimWithinCohort = string(p.ReclaimWithinCohort)
-			}
-		}
-		if fs := cq.Spec.FairSharing; fs != nil && fs.Weight != nil {
-			q.Weight = fs.Weight.AsApproximateFloat64()
-		}
-		for _, rg := range cq.Spec.ResourceGroups {
-			if !slices.Contains(rg.CoveredResources, gpu) {
-				continue
-			}
-			for _, fq := range rg.Flavors {
-				if _, ok := flavors[string(fq.Name)]; !ok {
-					continue
-				}
-				for _, r := range fq.Resources {
-					if r.Name != gpu {
-						continue
-					}
-					quota := allocator.Quota{Nominal: int(r.NominalQuota.Value())}
-					if r.BorrowingLimit != nil && q.Cohort != "" {
-						l := int(r.BorrowingLimit.Value())
-						quota.BorrowingLimit = &l
-					}
-					if r.LendingLimit != nil && q.Cohort != "" {
-						l := int(r.LendingLimit.Value())
-						quota.LendingLimit = &l
-					}
-					q.Flavors = append(q.Flavors, string(fq.Name))
-					q.Quotas[string(fq.Name)] = quota
-				}
-			}
-		}
-		if len(q.Flavors) == 0 {
-			continue
-		}
-		if _, team := teamOf[cq.Name]; !team && slices.ContainsFunc(b.cfg.Teams, func(t Team) bool { return t.Name == cq.Name }) {
-			q.Name = "cq:" + cq.Name // a team's name, but not that team's ClusterQueue
-		}
-		names[cq.Name] = q.Name
-		v.cluster.Queues = append(v.cluster.Queues, q)
+	cqName := b.readQueues(v, cqs, flavors)
+	v.flavors, v.cqName, v.cqs = flavors, cqName, cqs
+	if err := b.readWorkloads(v, flavors, cqName); err != nil {
+		return nil, err
 	}
-	return names, nil
+	b.place(v)
+	return v, nil
 }
 
 // readWorkloads collects Kueue Workloads (all of them: other people's work
@@ -323,6 +146,12 @@ func (b *Bridge) readWorkloads(v *view, flavors map[string]*flavorInfo, cqName m
 			}
 		}
 		id := "k8s/" + wl.Namespace + "/" + wl.Name
+		if o == nil && wl.Spec.Active != nil && !*wl.Spec.Active {
+			// Deactivated: Kueue does not queue it. (A request's own is
+			// kept, pending, so that gpubot keeps following it; its
+			// KueueWord says it will not start as it is.)
+			continue
+		}
 		if o != nil {
 			if o.wl != nil && o.wl.CreationTimestamp.After(wl.CreationTimestamp.Time) {
 				continue

@@ -89,7 +89,10 @@ func TestZombiePodsNeverReadyOnKwok(t *testing.T) {
 // even when the release policy's time comes; Kueue stops it and the
 // zombie ends as evicted.
 func TestZombiePastEndEvictedByKueue(t *testing.T) {
-	s := newScenario(t, map[string]int{"h100": 1}, teamSpec{name: "nlp", quotas: []flavorQuota{{flavor: "h100", nominal: 8}}})
+	// No nodes: Kueue admits by quota (the flavor has no Topology) and
+	// the pods never run, so the Job cannot complete before Kueue's
+	// maximum execution time stops it.
+	s := newScenario(t, map[string]int{"h100": 0}, teamSpec{name: "nlp", quotas: []flavorQuota{{flavor: "h100", nominal: 8}}})
 	x := s.startBotWith(filepath.Join(t.TempDir(), "gpubot.db"), zombieSettings(0))
 	// A request of 10 seconds (chat takes minutes at least), submitted by
 	// the start-up reconciliation as a queued request the cluster lacks.

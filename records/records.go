@@ -78,6 +78,10 @@ type Request struct {
 	Estimate      *Estimate `json:"estimate,omitempty"`
 	FirstEstimate *Estimate `json:"firstEstimate,omitempty"`
 	EndWarned     bool      `json:"endWarned,omitempty"`
+	// KueueSaid is what Kueue said about the queued request when it was
+	// last shown ("never: <why>" when Kueue cannot admit it as it is), so
+	// that a change is posted once.
+	KueueSaid string `json:"kueueSaid,omitempty"`
 
 	// What the cluster last said about the pods of the current admission
 	// (cleared at each admission). PodsReadyAt is when they were last all

@@ -55,6 +55,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runUsage(args, stdout, stderr)
 	case "rbac":
 		return runRBAC(args, stdout, stderr)
+	case "kueue-setup":
+		return runKueueSetup(args, stdout, stderr)
 	case "store":
 		return runStore(args, stdout, stderr)
 	}

@@ -101,7 +101,7 @@ func writeFile(path, text string) error { return os.WriteFile(path, []byte(text)
 // TestNoSingleDashFlagsInHelp: every flag in every command's help is
 // shown as it is typed, with two dashes.
 func TestNoSingleDashFlagsInHelp(t *testing.T) {
-	for _, cmd := range [][]string{{"console"}, {"run"}, {"slack"}, {"simulate"}, {"audit"}, {"rbac"}, {"usage", "export"}, {"store", "check"}} {
+	for _, cmd := range [][]string{{"console"}, {"run"}, {"slack"}, {"simulate"}, {"audit"}, {"rbac"}, {"usage", "export"}, {"store", "check"}, {"kueue-setup"}} {
 		_, _, errw := runCLI(t, "", append(cmd, "--help")...)
 		for _, line := range strings.Split(errw, "\n") {
 			if strings.HasPrefix(strings.TrimSpace(line), "-") && !strings.HasPrefix(strings.TrimSpace(line), "--") {
@@ -149,4 +149,27 @@ func TestModesAreExplicit(t *testing.T) {
 			t.Errorf("no visible notice that $KUBECONFIG is ignored; stderr:\n%s", errw)
 		}
 	})
+}
+
+// gpubot kueue-setup prints deploy/kueue/setup.yaml for the bundled
+// example; a configuration it cannot read is an error, and its help
+// says what it writes.
+func TestKueueSetupCommand(t *testing.T) {
+	code, out, errs := runCLI(t, "", "kueue-setup")
+	want, err := os.ReadFile("../../deploy/kueue/setup.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code != 0 || out != string(want) {
+		t.Errorf("kueue-setup: exit %d, stderr %q; output differs from deploy/kueue/setup.yaml (%d vs %d bytes)", code, errs, len(out), len(want))
+	}
+	if code, _, errs := runCLI(t, "", "kueue-setup", "--config", "/nonexistent/gpubot.yaml"); code != 1 || !strings.Contains(errs, "/nonexistent/gpubot.yaml") {
+		t.Errorf("a missing config: exit %d, stderr %q", code, errs)
+	}
+	if code, _, errs := runCLI(t, "", "help", "kueue-setup"); code != 0 || !strings.Contains(errs, "Usage: gpubot kueue-setup") || !strings.Contains(errs, "kubectl apply --server-side") {
+		t.Errorf("help kueue-setup: exit %d, stderr %q", code, errs)
+	}
+	if code, out, _ := runCLI(t, "", "--help"); code != 0 || !strings.Contains(out, "kueue-setup") {
+		t.Errorf("--help does not list kueue-setup:\n%s", out)
+	}
 }

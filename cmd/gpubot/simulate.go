@@ -32,7 +32,9 @@ Modes:
                      preemption (what negotiating by hand approximates)
              kueue   Kueue's defaults: priority then arrival, no preemption
              gpubot  priority, Admission Fair Sharing and preemption as
-                     configured (--config; default: the bundled example)
+                     configured (--config; default: the bundled example's
+                     priorities and preemption with Admission Fair Sharing,
+                     7d half-life, 1h entry penalty)
            Reported per policy: waits per priority (p50/p95/max), the share
            of high-priority jobs that waited over an hour, GPU
            utilisation, fragmentation over time, Jain's fairness index
@@ -84,7 +86,7 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 		tracePath  = fs.String("trace", "", "trace `file` (required)")
 		outDir     = fs.String("out", "", "`directory` for results.json, CSV files and PNG plots (created); none: tables only")
 		mode       = fs.String("mode", "replay", "`mode`: replay or packing")
-		cfgPath    = fs.String("config", "", "gpubot configuration `file` whose priorities, fair sharing and (first team's) preemption rules the gpubot policy uses; default: the bundled example")
+		cfgPath    = fs.String("config", "", "gpubot configuration `file` whose priorities, fair sharing and (first team's) preemption rules the gpubot policy uses; default: the bundled example's, with Admission Fair Sharing (7d, 1h)")
 		policies   = fs.String("policies", "fcfs,kueue,gpubot", "replay: the `policies` to compare, comma-separated")
 		placement  = fs.String("placement", "fragmentation", "replay: node `placement` of every policy: fragmentation, best-fit, spread or random")
 		load       = fs.String("load", "", "replay: `load`: 110% (or 1.1) speeds arrivals up until, had nothing waited, the busiest moment would ask for 110% of the GPUs; 50x is 50 times the recorded arrival rate; default as recorded")
@@ -262,6 +264,13 @@ func gpubotPolicy(path string) (simulate.Policy, []simulate.PriorityClass, error
 	}
 	cl := cfg.Cluster()
 	pol := simulate.Policy{Name: "gpubot", Mode: cl.Policy.Mode, HalfLife: cl.Policy.HalfLife, EntryPenalty: cl.Policy.EntryPenalty}
+	if path == "" {
+		// The bundled example orders as Kueue does on a cluster
+		// (BestEffortFIFO); the replay's own gpubot policy compares
+		// Admission Fair Sharing with it.
+		d := simulate.GpubotDefaults
+		pol.Mode, pol.HalfLife, pol.EntryPenalty = d.Mode, d.HalfLife, d.EntryPenalty
+	}
 	if pol.Mode == "" {
 		pol.Mode = allocator.BestEffortFIFO
 	}

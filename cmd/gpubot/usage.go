@@ -26,6 +26,8 @@ Commands:
   audit          print the audit log of a data directory
   usage export   export GPU usage of a data directory as CSV
   simulate       replay a GPU-cluster trace to compare policies and capacity
+  kueue-setup    print the Kueue objects (flavors, queues, priorities…) that
+                 match the configuration, to apply to the cluster
   store          check a store, or back it up (also while gpubot runs):
                  gpubot store check, gpubot store backup FILE
   version        print the version

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,11 +44,14 @@ func (o ClusterOptions) configured() bool { return o.Kubeconfig != "" || o.InClu
 // bridgeConfig translates gpubot's configuration for the bridge.
 func bridgeConfig(cfg *config.Config) k8sbridge.Config {
 	set, cl, k := cfg.Settings(), cfg.Cluster(), cfg.Kubernetes()
+	// Capacity comes from the cluster only: the configured simulated
+	// nodes are not used there.
 	bc := k8sbridge.Config{
-		Flavors: cl.Flavors, FallbackNodes: cl.Nodes, Policy: cl.Policy,
+		Flavors: cl.Flavors, Policy: cl.Policy,
 		Priorities: map[string]int32{}, Templates: maps.Clone(k.JobTemplates),
 		GPUResource: k.GPUResource, BlockLabel: k.BlockLabel, RackLabel: k.RackLabel, HostLabel: k.HostLabel,
 		PodsReadyTimeout: k.PodsReadyTimeout,
+		FlavorLabels:     k.FlavorLabels(), AcceleratorLabel: k.AcceleratorLabel, KueueNamespace: k.KueueNamespace,
 	}
 	for _, p := range set.Priorities {
 		bc.Priorities[p.Name] = p.Value
@@ -78,6 +82,12 @@ func runOnCluster(ctx context.Context, o Options, cfg *config.Config, db *store.
 			return errors.New("Kubernetes caches not synced")
 		}
 		return nil
+	})
+	tel.detail(func(ctx context.Context) []string {
+		if !br.Ready() {
+			return nil
+		}
+		return kueueDetail(ctx, br)
 	})
 	if o.Cluster.HTTPAddr != "" {
 		stop, err := tel.serve(o.Cluster.HTTPAddr, log)
@@ -114,7 +124,7 @@ func runOnCluster(ctx context.Context, o Options, cfg *config.Config, db *store.
 	}
 	svc, err := commands.NewService(ctx, set, commands.Deps{
 		Cluster: br, Requests: tel.watchRequests(db), IDs: db, Audit: tel.audit(db), Usage: db, Clock: wallClock{},
-	}, append(zombieOpts, commands.WithLogger(log), commands.WithTracker(br), commands.WithDigests(eng))...)
+	}, append(zombieOpts, commands.WithLogger(log), commands.WithTracker(br), commands.WithDigests(eng), commands.WithKueueView(br))...)
 	if err != nil {
 		return err
 	}
@@ -223,4 +233,31 @@ func (b *liveBackend) Now() time.Time { return time.Now() }
 
 func (b *liveBackend) Advance(context.Context, time.Duration) error {
 	return errors.New("time is real on a Kubernetes cluster; :advance works only on the simulated cluster")
+}
+
+// kueueDetail is what /readyz says about the cluster besides being ready:
+// GPU nodes no flavor selects, and the Kueue features gpubot does not
+// model (its estimates for the teams affected are approximate).
+func kueueDetail(ctx context.Context, v commands.KueueView) []string {
+	rep, err := v.KueueReport(ctx)
+	if err != nil {
+		return []string{"reading what Kueue says: " + err.Error()}
+	}
+	var out []string
+	for _, u := range rep.Unmatched {
+		out = append(out, "unmatched nodes: "+u)
+	}
+	for _, u := range rep.Approximate {
+		teams := "all teams"
+		if len(u.Queues) > 0 {
+			teams = strings.Join(u.Queues, ", ")
+		}
+		out = append(out, fmt.Sprintf("not modelled (estimates approximate for %s): %s: %s", teams, u.Feature, u.Detail))
+	}
+	for _, f := range rep.Flavors {
+		if f.Nodes == 0 {
+			out = append(out, fmt.Sprintf("flavor %s has no nodes (it selects %s); work there waits until nodes appear", f.Flavor, f.Selects))
+		}
+	}
+	return out
 }

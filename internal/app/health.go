@@ -32,6 +32,9 @@ type telemetry struct {
 
 	mu     sync.Mutex
 	checks []func() error
+	// details add lines to /readyz's answer, ready or not: what an
+	// operator should know (see detail).
+	details []func(context.Context) []string
 }
 
 func newTelemetry(requests commands.RequestStore) *telemetry {
@@ -57,6 +60,14 @@ func (t *telemetry) observeAPI(method string, code int, d time.Duration) {
 	t.api.WithLabelValues(method, strconv.Itoa(code)).Observe(d.Seconds())
 }
 
+// detail adds lines to /readyz's answer (GPU nodes no flavor selects,
+// Kueue features gpubot does not model); they do not make it fail.
+func (t *telemetry) detail(d func(context.Context) []string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.details = append(t.details, d)
+}
+
 // ready adds a readiness check (cluster caches synced, Slack connected…).
 func (t *telemetry) ready(check func() error) {
 	t.mu.Lock()
@@ -67,9 +78,10 @@ func (t *telemetry) ready(check func() error) {
 func (t *telemetry) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		t.mu.Lock()
 		checks := slices.Clone(t.checks)
+		details := slices.Clone(t.details)
 		t.mu.Unlock()
 		var errs []error
 		for _, c := range checks {
@@ -77,11 +89,22 @@ func (t *telemetry) handler() http.Handler {
 				errs = append(errs, err)
 			}
 		}
+		var lines []string
+		for _, d := range details {
+			lines = append(lines, d(r.Context())...)
+		}
+		body := "ok"
 		if err := errors.Join(errs...); err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			body = err.Error()
+		}
+		for _, l := range lines {
+			body += "\n" + l
+		}
+		if len(errs) > 0 {
+			http.Error(w, body, http.StatusServiceUnavailable)
 			return
 		}
-		fmt.Fprintln(w, "ok")
+		fmt.Fprintln(w, body)
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(t.reg, promhttp.HandlerOpts{}))
 	return mux

@@ -23,11 +23,14 @@ func (p *parser) flavorList(n *yaml.Node) {
 	items := p.entries(n, "flavors", "flavor")
 	for i, e := range items {
 		path := index("flavors", i)
-		f := p.mapping(e, path, "name", "gpusPerNode", "nodes")
+		f := p.mapping(e, path, "name", "gpusPerNode", "nodes", "accelerator", "nodeLabels")
 		name, ok := p.name(f, p.flavors, label, labelRule)
 		fi := &flavorInfo{flavor: allocator.Flavor{Name: name}}
 		if v := p.required(f, "gpusPerNode"); v != nil {
 			fi.flavor.GPUsPerNode, _ = p.integer(v, field(path, "gpusPerNode"), 1, maxGPUsPerNode)
+		}
+		if ok {
+			p.flavorNodes(f, path, name)
 		}
 		blocks := p.layout(f, fi)
 		if !ok || fi.flavor.GPUsPerNode == 0 || blocks == 0 {
@@ -250,5 +253,55 @@ func (p *parser) checkQuotaTotals() {
 		}
 		p.errorf(fi.layout, fi.layoutPath, "the teams' nominal quotas for %s add up to %d GPUs (%s), more than the %d GPUs of its %d nodes",
 			f.Name, fi.nominal, strings.Join(parts, ", "), gpus, fi.nodes)
+	}
+}
+
+// flavorNodes reads which nodes a flavor's ResourceFlavor selects:
+// accelerator (the value of kubernetes.acceleratorLabel) or nodeLabels.
+func (p *parser) flavorNodes(f *fields, path, flavor string) {
+	acc, labels := f.get("accelerator"), f.get("nodeLabels")
+	if acc != nil && labels != nil {
+		p.errorf(labels, field(path, "nodeLabels"), "give accelerator or nodeLabels, not both (nodeLabels may include the accelerator label)")
+		return
+	}
+	k := &p.cfg.kube
+	if acc != nil {
+		if v, ok := p.str(acc, field(path, "accelerator")); ok {
+			if !labelValue.MatchString(v) {
+				p.errorf(acc, field(path, "accelerator"), "%q is not a valid node label value: %s", v, labelValueRule)
+				return
+			}
+			if k.Accelerators == nil {
+				k.Accelerators = map[string]string{}
+			}
+			k.Accelerators[flavor] = v
+		}
+	}
+	if labels == nil {
+		return
+	}
+	g := p.anyMapping(labels, field(path, "nodeLabels"))
+	out := map[string]string{}
+	for _, key := range g.order {
+		kpath := field(field(path, "nodeLabels"), key)
+		if !labelKey.MatchString(key) || len(key) > 316 {
+			p.errorf(g.keys[key], kpath, "%q is not a valid node label name (like nvidia.com/gpu.product)", key)
+			continue
+		}
+		v, ok := p.str(g.get(key), kpath)
+		if !ok {
+			continue
+		}
+		if !labelValue.MatchString(v) {
+			p.errorf(g.get(key), kpath, "%q is not a valid node label value: %s", v, labelValueRule)
+			continue
+		}
+		out[key] = v
+	}
+	if len(out) > 0 {
+		if k.NodeLabels == nil {
+			k.NodeLabels = map[string]map[string]string{}
+		}
+		k.NodeLabels[flavor] = out
 	}
 }

@@ -94,7 +94,7 @@ func TestDefaultCluster(t *testing.T) {
 		t.Errorf("Queues (-want +got):\n%s", diff)
 	}
 
-	wantPolicy := allocator.Policy{Mode: allocator.FairSharing, HalfLife: 7 * 24 * time.Hour, EntryPenalty: time.Hour}
+	wantPolicy := allocator.Policy{Mode: allocator.BestEffortFIFO, HalfLife: 7 * 24 * time.Hour, EntryPenalty: time.Hour}
 	if diff := cmp.Diff(wantPolicy, c.Policy); diff != "" {
 		t.Errorf("Policy (-want +got):\n%s", diff)
 	}

@@ -28,6 +28,38 @@ type Kubernetes struct {
 	// take to become ready before gpubot reports them not ready (0 for the
 	// bridge's default, 10 minutes).
 	PodsReadyTimeout time.Duration
+	// AcceleratorLabel is the node label that tells GPU models apart
+	// ("" for GKE's cloud.google.com/gke-accelerator; the NVIDIA GPU
+	// operator's is nvidia.com/gpu.product).
+	AcceleratorLabel string
+	// Accelerators maps flavors to the value of AcceleratorLabel on their
+	// nodes (flavors[].accelerator); NodeLabels to all the node labels
+	// their ResourceFlavor selects (flavors[].nodeLabels). See FlavorLabels.
+	Accelerators map[string]string
+	NodeLabels   map[string]map[string]string
+	// KueueNamespace is where Kueue runs, with its manager Configuration
+	// in the ConfigMap kueue-manager-config ("" for kueue-system).
+	KueueNamespace string
+}
+
+// DefaultAcceleratorLabel is GKE's accelerator node label.
+const DefaultAcceleratorLabel = "cloud.google.com/gke-accelerator"
+
+// FlavorLabels returns, per flavor that says, the node labels its
+// ResourceFlavor selects: its nodeLabels, or {acceleratorLabel: accelerator}.
+func (k Kubernetes) FlavorLabels() map[string]map[string]string {
+	out := map[string]map[string]string{}
+	key := k.AcceleratorLabel
+	if key == "" {
+		key = DefaultAcceleratorLabel
+	}
+	for f, v := range k.Accelerators {
+		out[f] = map[string]string{key: v}
+	}
+	for f, l := range k.NodeLabels {
+		out[f] = maps.Clone(l)
+	}
+	return out
 }
 
 // Kubernetes returns the kubernetes section and the teams' namespace and
@@ -37,6 +69,8 @@ func (c *Config) Kubernetes() Kubernetes {
 	k.Namespaces = maps.Clone(k.Namespaces)
 	k.LocalQueues = maps.Clone(k.LocalQueues)
 	k.JobTemplates = maps.Clone(k.JobTemplates)
+	k.Accelerators = maps.Clone(k.Accelerators)
+	k.NodeLabels = maps.Clone(k.NodeLabels)
 	return k
 }
 
@@ -45,11 +79,26 @@ func (p *parser) kubernetes(n *yaml.Node) {
 	if n == nil {
 		return
 	}
-	f := p.mapping(n, "kubernetes", "jobTemplates", "gpuResource", "blockLabel", "rackLabel", "hostLabel", "podsReadyTimeout")
+	f := p.mapping(n, "kubernetes", "jobTemplates", "gpuResource", "blockLabel", "rackLabel", "hostLabel", "podsReadyTimeout", "acceleratorLabel", "kueueNamespace")
 	k := &p.cfg.kube
-	for key, out := range map[string]*string{"gpuResource": &k.GPUResource, "blockLabel": &k.BlockLabel, "rackLabel": &k.RackLabel, "hostLabel": &k.HostLabel} {
+	for key, out := range map[string]*string{"gpuResource": &k.GPUResource, "blockLabel": &k.BlockLabel, "rackLabel": &k.RackLabel, "hostLabel": &k.HostLabel, "acceleratorLabel": &k.AcceleratorLabel} {
 		if v := f.get(key); v != nil {
-			*out, _ = p.str(v, field("kubernetes", key))
+			if s, ok := p.str(v, field("kubernetes", key)); ok {
+				if key != "gpuResource" && !labelKey.MatchString(s) {
+					p.errorf(v, field("kubernetes", key), "%q is not a valid node label name (like nvidia.com/gpu.product)", s)
+					continue
+				}
+				*out = s
+			}
+		}
+	}
+	if v := f.get("kueueNamespace"); v != nil {
+		if s, ok := p.str(v, "kubernetes.kueueNamespace"); ok {
+			if label.MatchString(s) {
+				k.KueueNamespace = s
+			} else {
+				p.errorf(v, "kubernetes.kueueNamespace", "%q is not a valid namespace name: use %s", s, labelRule)
+			}
 		}
 	}
 	if v := f.get("podsReadyTimeout"); v != nil {

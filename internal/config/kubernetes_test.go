@@ -82,3 +82,47 @@ func TestKubernetesPodsReadyTimeout(t *testing.T) {
 		}
 	}
 }
+
+// Flavors say which nodes are theirs: by the accelerator label's value
+// (GKE's label unless kubernetes.acceleratorLabel names another, such as
+// the NVIDIA GPU operator's), or by node labels.
+func TestFlavorNodeLabels(t *testing.T) {
+	c, err := Parse("gpubot.yaml", deploy.ExampleConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]map[string]string{
+		"h100": {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"},
+		"a100": {"cloud.google.com/gke-accelerator": "nvidia-a100-80gb"},
+	}
+	if d := cmp.Diff(want, c.Kubernetes().FlavorLabels()); d != "" {
+		t.Errorf("example (-want +got):\n%s", d)
+	}
+	src := strings.NewReplacer(
+		"accelerator: nvidia-h100-80gb", "accelerator: NVIDIA-H100-80GB-HBM3",
+		"accelerator: nvidia-a100-80gb", "nodeLabels: {nvidia.com/gpu.product: NVIDIA-A100-SXM4-80GB, cloud.google.com/gke-spot: \"true\"}",
+	).Replace(string(deploy.ExampleConfig)) + "kubernetes:\n  acceleratorLabel: nvidia.com/gpu.product\n"
+	c, err = Parse("gpubot.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = map[string]map[string]string{
+		"h100": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+		"a100": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB", "cloud.google.com/gke-spot": "true"},
+	}
+	if d := cmp.Diff(want, c.Kubernetes().FlavorLabels()); d != "" {
+		t.Errorf("GPU operator labels (-want +got):\n%s", d)
+	}
+	for name, tc := range map[string]struct{ from, to, want string }{
+		"both":        {"accelerator: nvidia-h100-80gb", "accelerator: x\n    nodeLabels: {a: b}", "flavors[0].nodeLabels: give accelerator or nodeLabels, not both"},
+		"bad value":   {"accelerator: nvidia-h100-80gb", "accelerator: \"NVIDIA H100\"", `flavors[0].accelerator: "NVIDIA H100" is not a valid node label value`},
+		"bad key":     {"accelerator: nvidia-h100-80gb", "nodeLabels: {\"-bad/key\": x}", `flavors[0].nodeLabels.-bad/key: "-bad/key" is not a valid node label name`},
+		"bad acclbl":  {"defaultChannel:", "kubernetes: {acceleratorLabel: \"no spaces allowed\"}\ndefaultChannel:", `kubernetes.acceleratorLabel: "no spaces allowed" is not a valid node label name`},
+		"bad kueuens": {"defaultChannel:", "kubernetes: {kueueNamespace: Kueue_System}\ndefaultChannel:", `kubernetes.kueueNamespace: "Kueue_System" is not a valid namespace name`},
+	} {
+		_, err := Parse("gpubot.yaml", []byte(strings.Replace(string(deploy.ExampleConfig), tc.from, tc.to, 1)))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v; want %q", name, err, tc.want)
+		}
+	}
+}

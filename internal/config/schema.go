@@ -44,12 +44,17 @@ var (
 	slackUser = regexp.MustCompile(`^[UW][A-Z0-9]+$`)
 	// channel is a Slack channel name (#gpu-nlp) or ID (C0123ABCD).
 	channel = regexp.MustCompile(`^(#[a-z0-9][-_a-z0-9]{0,79}|[CG][A-Z0-9]+)$`)
+	// labelKey and labelValue are Kubernetes label names (an optional
+	// DNS-subdomain prefix and a name) and values.
+	labelKey   = regexp.MustCompile(`^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$`)
+	labelValue = regexp.MustCompile(`^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$`)
 )
 
 const (
-	labelRule   = "lowercase letters, digits and '-', starting and ending with a letter or digit, at most 63 characters"
-	handleRule  = "lowercase letters, digits, '.', '_' and '-', starting and ending with a letter or digit"
-	channelRule = `a channel name like "#gpu" or a channel ID like C0123ABCD`
+	labelRule      = "lowercase letters, digits and '-', starting and ending with a letter or digit, at most 63 characters"
+	handleRule     = "lowercase letters, digits, '.', '_' and '-', starting and ending with a letter or digit"
+	channelRule    = `a channel name like "#gpu" or a channel ID like C0123ABCD`
+	labelValueRule = "at most 63 letters, digits, '-', '_' and '.', starting and ending with a letter or digit"
 )
 
 // parser turns the checked YAML tree into a Config, remembering where each

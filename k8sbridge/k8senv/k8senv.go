@@ -30,9 +30,14 @@ import (
 	"syscall"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
 )
 
 // SkipEnv is the environment variable that, set to 1, skips everything
@@ -170,26 +175,22 @@ func (e *Env) startKueue(ctx context.Context, o Options) error {
 		}
 	}
 	health, webhook := freePort(), freePort()
-	cfg := fmt.Sprintf(`apiVersion: config.kueue.x-k8s.io/v1beta2
-kind: Configuration
-namespace: kueue-system
-health:
-  healthProbeBindAddress: 127.0.0.1:%d
-metrics:
-  bindAddress: "0"
-webhook:
-  host: 127.0.0.1
-  port: %d
-  certDir: %s
-leaderElection:
-  leaderElect: false
-internalCertManagement:
-  enable: false
-integrations:
-  frameworks: ["batch/job"]
-`, health, webhook, certDir)
+	cfg, shipped, err := managerConfig(map[string]any{
+		"namespace":              "kueue-system",
+		"health":                 map[string]any{"healthProbeBindAddress": fmt.Sprintf("127.0.0.1:%d", health)},
+		"metrics":                map[string]any{"bindAddress": "0"},
+		"webhook":                map[string]any{"host": "127.0.0.1", "port": webhook, "certDir": certDir},
+		"leaderElection":         map[string]any{"leaderElect": false},
+		"internalCertManagement": map[string]any{"enable": false},
+	})
+	if err != nil {
+		return err
+	}
+	if err := e.publishManagerConfig(ctx, shipped); err != nil {
+		return err
+	}
 	path := filepath.Join(e.Dir, "kueue-config.yaml")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+	if err := os.WriteFile(path, cfg, 0o600); err != nil {
 		return err
 	}
 	if err := e.run(o, "kueue", filepath.Join(e.Assets, "bin", "kueue"),
@@ -343,4 +344,51 @@ func selfSigned(dir string) error {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, "tls.key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600)
+}
+
+// ManagerConfigFile is the Kueue manager Configuration the environment
+// runs Kueue with, relative to the module root: the one gpubot ships.
+const ManagerConfigFile = "deploy/kueue/manager-config.yaml"
+
+// managerConfig returns the shipped Kueue Configuration with the local
+// settings (addresses, ports, certificates) replaced, and the shipped
+// file itself.
+func managerConfig(local map[string]any) (cfg, shipped []byte, err error) {
+	root, err := moduleRoot()
+	if err != nil {
+		return nil, nil, err
+	}
+	shipped, err = os.ReadFile(filepath.Join(root, ManagerConfigFile))
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading Kueue's manager Configuration: %w", err)
+	}
+	var m map[string]any
+	if err := yaml.Unmarshal(shipped, &m); err != nil {
+		return nil, nil, fmt.Errorf("parsing %s: %w", ManagerConfigFile, err)
+	}
+	for k, v := range local {
+		m[k] = v
+	}
+	cfg, err = yaml.Marshal(m)
+	return cfg, shipped, err
+}
+
+// publishManagerConfig stores Kueue's Configuration where a Kueue install
+// keeps it, the ConfigMap kueue-manager-config in kueue-system, so that
+// gpubot reads it as on a real cluster.
+func (e *Env) publishManagerConfig(ctx context.Context, shipped []byte) error {
+	kube, err := kubernetes.NewForConfig(e.Config)
+	if err != nil {
+		return err
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kueue-system"}}
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating namespace kueue-system: %w", err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kueue-manager-config", Namespace: "kueue-system"},
+		Data: map[string]string{"controller_manager_config.yaml": string(shipped)}}
+	if _, err := kube.CoreV1().ConfigMaps("kueue-system").Create(ctx, cm, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating ConfigMap kueue-system/kueue-manager-config: %w", err)
+	}
+	return nil
 }

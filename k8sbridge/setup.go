@@ -1,0 +1,242 @@
+package k8sbridge
+
+import (
+	"bytes"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gpubot/gpubot/allocator"
+)
+
+// SetupSpec is what `gpubot kueue-setup` needs of gpubot's configuration
+// to write the Kueue objects that match it.
+type SetupSpec struct {
+	// Source names the configuration, for the header.
+	Source string
+	// GPUResource is the resource the ClusterQueues give quota on.
+	GPUResource string
+	// TopologyLevels are the node labels of the topology levels, from the
+	// widest (block) to the host.
+	TopologyLevels []string
+	// AcceleratorLabel is used for flavors without node labels.
+	AcceleratorLabel string
+	Flavors          []SetupFlavor
+	Priorities       []SetupPriority
+	Teams            []SetupTeam
+	// FairSharing is set when the configuration asks for Admission Fair
+	// Sharing across teams, which Kueue has no setting for.
+	FairSharing bool
+}
+
+// SetupFlavor is one flavor and the node labels its nodes carry (nil:
+// the accelerator label with the flavor's name, which the nodes then need).
+type SetupFlavor struct {
+	Name       string
+	NodeLabels map[string]string
+}
+
+// SetupPriority is one priority class.
+type SetupPriority struct {
+	Name  string
+	Value int32
+}
+
+// SetupTeam is one team: its namespace and LocalQueue (default its name)
+// and its queue (flavors in order, quotas, cohort, preemption).
+type SetupTeam struct {
+	Namespace, LocalQueue string
+	Queue                 allocator.Queue
+}
+
+// TopologyName is the name of the Topology kueue-setup writes.
+const TopologyName = "gpu-topology"
+
+// Setup writes the Kueue objects that match spec, as one YAML stream to
+// apply server-side: a Topology of the levels, one ResourceFlavor per
+// flavor (topology-aware, so that Kueue admits onto nodes as gpubot's
+// model places), the cohorts, the WorkloadPriorityClasses, and per team a
+// namespace, a BestEffortFIFO ClusterQueue with the team's quotas and
+// preemption, and a LocalQueue. It ends with the Kueue manager
+// Configuration that gpubot's model assumes, as comments.
+func Setup(spec SetupSpec) []byte {
+	var b bytes.Buffer
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	gpu := cmpOr(spec.GPUResource, "nvidia.com/gpu")
+	acc := cmpOr(spec.AcceleratorLabel, LabelGKEAccelerator)
+	src := cmpOr(spec.Source, "the configuration")
+	p("# Kueue objects matching %s, written by `gpubot kueue-setup --config %s`.", src, src)
+	p("# Do not edit: change the configuration and run kueue-setup again.")
+	p("#")
+	p("# One topology-aware ResourceFlavor per flavor, one BestEffortFIFO ClusterQueue per")
+	p("# team (with its cohort, quotas and preemption), a namespace and LocalQueue per team,")
+	p("# and the priority classes. Kueue then admits as gpubot predicts: by priority, then")
+	p("# arrival, within quotas and cohort limits, onto nodes that have room. Apply it")
+	p("# server-side on a cluster with Kueue v0.17 or later:")
+	p("#   kubectl apply --server-side -f setup.yaml")
+	if spec.FairSharing {
+		p("#")
+		p("# The configuration's admission.mode is AdmissionFairSharing: Kueue has no order of")
+		p("# ClusterQueues by their decayed usage (its Admission Fair Sharing orders the")
+		p("# LocalQueues inside one ClusterQueue), so these ClusterQueues order by priority,")
+		p("# then arrival, and gpubot predicts that on the cluster.")
+	}
+	if len(spec.TopologyLevels) > 0 {
+		p("---")
+		p("apiVersion: kueue.x-k8s.io/v1beta2")
+		p("kind: Topology")
+		p("metadata:")
+		p("  name: %s", TopologyName)
+		p("spec:")
+		p("  levels:")
+		for _, l := range spec.TopologyLevels {
+			p("    - nodeLabel: %s", yamlStr(l))
+		}
+	}
+	for _, f := range spec.Flavors {
+		labels := f.NodeLabels
+		p("---")
+		if len(labels) == 0 {
+			labels = map[string]string{acc: f.Name}
+			p("# No accelerator in the configuration for %s: its nodes need this label.", f.Name)
+		}
+		p("apiVersion: kueue.x-k8s.io/v1beta2")
+		p("kind: ResourceFlavor")
+		p("metadata:")
+		p("  name: %s", f.Name)
+		p("spec:")
+		p("  nodeLabels:")
+		for _, k := range slices.Sorted(maps.Keys(labels)) {
+			p("    %s: %s", yamlStr(k), yamlStr(labels[k]))
+		}
+		if len(spec.TopologyLevels) > 0 {
+			p("  topologyName: %s", TopologyName)
+		}
+	}
+	var cohorts []string
+	for _, t := range spec.Teams {
+		if c := t.Queue.Cohort; c != "" && !slices.Contains(cohorts, c) {
+			cohorts = append(cohorts, c)
+		}
+	}
+	for _, c := range cohorts {
+		p("---")
+		p("apiVersion: kueue.x-k8s.io/v1beta2")
+		p("kind: Cohort")
+		p("metadata:")
+		p("  name: %s", c)
+	}
+	prios := slices.Clone(spec.Priorities)
+	slices.SortStableFunc(prios, func(a, c SetupPriority) int { return int(a.Value) - int(c.Value) })
+	for _, pr := range prios {
+		p("---")
+		p("apiVersion: kueue.x-k8s.io/v1beta2")
+		p("kind: WorkloadPriorityClass")
+		p("metadata:")
+		p("  name: %s", pr.Name)
+		p("value: %d", pr.Value)
+	}
+	for _, t := range spec.Teams {
+		q := t.Queue
+		ns, lq := cmpOr(t.Namespace, q.Name), cmpOr(t.LocalQueue, q.Name)
+		p("---")
+		p("apiVersion: v1")
+		p("kind: Namespace")
+		p("metadata:")
+		p("  name: %s", ns)
+		p("---")
+		p("apiVersion: kueue.x-k8s.io/v1beta2")
+		p("kind: ClusterQueue")
+		p("metadata:")
+		p("  name: %s", q.Name)
+		p("spec:")
+		if q.Cohort != "" {
+			p("  cohortName: %s", q.Cohort)
+		}
+		p("  namespaceSelector:")
+		p("    matchLabels:")
+		p("      kubernetes.io/metadata.name: %s", ns)
+		p("  queueingStrategy: BestEffortFIFO")
+		p("  preemption:")
+		p("    withinClusterQueue: %s", cmpOr(q.Preemption.WithinClusterQueue, allocator.PreemptNever))
+		p("    reclaimWithinCohort: %s", cmpOr(q.Preemption.ReclaimWithinCohort, allocator.PreemptNever))
+		p("  resourceGroups:")
+		p("    - coveredResources: [%s]", yamlStr(gpu))
+		p("      flavors:")
+		for _, f := range q.Flavors {
+			qu := q.Quotas[f]
+			p("        - name: %s", f)
+			p("          resources:")
+			p("            - name: %s", yamlStr(gpu))
+			p("              nominalQuota: %d", qu.Nominal)
+			if qu.BorrowingLimit != nil && q.Cohort != "" {
+				p("              borrowingLimit: %d", *qu.BorrowingLimit)
+			}
+			if qu.LendingLimit != nil && q.Cohort != "" {
+				p("              lendingLimit: %d", *qu.LendingLimit)
+			}
+		}
+		p("---")
+		p("apiVersion: kueue.x-k8s.io/v1beta2")
+		p("kind: LocalQueue")
+		p("metadata:")
+		p("  name: %s", lq)
+		p("  namespace: %s", ns)
+		p("spec:")
+		p("  clusterQueue: %s", q.Name)
+	}
+	b.WriteString(ManagerConfigNotes)
+	return b.Bytes()
+}
+
+// ManagerConfigNotes is what gpubot's model assumes of Kueue's manager
+// Configuration (the ConfigMap kueue-manager-config in kueue-system), as
+// YAML comments. Kueue v0.17's own manifests and Helm chart already
+// satisfy it; gpubot reads the ConfigMap at start and says (in its log,
+// /readyz and its estimates) where a cluster differs.
+const ManagerConfigNotes = `#
+# Kueue's manager Configuration (ConfigMap kueue-manager-config in kueue-system, key
+# controller_manager_config.yaml). gpubot predicts what Kueue does with:
+#
+#   integrations:
+#     frameworks: ["batch/job", ...]   # gpubot submits batch/v1 Jobs
+#   # fairSharing:          absent: Fair Sharing orders ClusterQueues by dominant resource share
+#   # admissionFairSharing: absent: it orders LocalQueues inside one ClusterQueue by usage
+#   # waitForPodsReady:     absent: it evicts work whose pods are not ready in time
+#
+# Kueue v0.17's manifests and Helm chart ship it like that. With any of the three set,
+# gpubot still works, names the feature in its log and /readyz, and marks its estimates
+# approximate. deploy/kueue/manager-config.yaml is the whole Configuration gpubot's tests
+# run Kueue with.
+`
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// yamlStr writes s as a YAML scalar: plain when that is unambiguous,
+// else double-quoted.
+func yamlStr(s string) string {
+	plain := s != ""
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-./_", r)) {
+			plain = false
+		}
+	}
+	switch strings.ToLower(s) {
+	case "true", "false", "yes", "no", "on", "off", "null", "~", "y", "n":
+		plain = false
+	}
+	if _, err := strconv.ParseFloat(s, 64); err == nil {
+		plain = false
+	}
+	if plain && !strings.HasPrefix(s, "-") && !strings.HasPrefix(s, ".") {
+		return s
+	}
+	return strconv.Quote(s)
+}
