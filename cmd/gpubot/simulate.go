@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gpubot/gpubot/allocator"
+	"github.com/gpubot/gpubot/internal/app"
 	"github.com/gpubot/gpubot/internal/config"
 	"github.com/gpubot/gpubot/simulate"
 )
@@ -110,7 +111,7 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&removes, "remove", "replay: also replay with `N`x<flavor> fewer GPUs (whole nodes, last by name); repeatable")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), simulateUsage)
-		fs.PrintDefaults()
+		app.PrintFlags(fs)
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -343,7 +344,7 @@ type progressBar struct {
 }
 
 func newProgressBar(w io.Writer, mode string) *progressBar {
-	on := mode == "always" || (mode == "auto" && isTerminal(w))
+	on := mode == "always" || (mode == "auto" && app.IsTerminal(w))
 	return &progressBar{w: w, on: on, runs: map[string][2]int{}, last: -1}
 }
 

@@ -84,7 +84,7 @@ func TestSimulateHelp(t *testing.T) {
 			t.Errorf("--help lacks %s", flag)
 		}
 	}
-	if code, out, _ := runSim(t, "--help"); code != 0 || !strings.Contains(out, "simulate  replay a GPU-cluster trace") {
+	if code, out, _ := runSim(t, "--help"); code != 0 || !strings.Contains(out, "simulate       replay a GPU-cluster trace") {
 		t.Errorf("gpubot --help does not list simulate:\n%s", out)
 	}
 }
