@@ -128,7 +128,7 @@ func Simulate(args []string, sio SimulateIO) int {
 	fs.Var(&removes, "remove", "replay: also replay with `N`x<flavor> fewer GPUs (whole nodes, last by name); repeatable")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), simulateUsage)
-		fs.PrintDefaults()
+		PrintFlags(fs)
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
