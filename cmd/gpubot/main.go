@@ -46,7 +46,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "run", "console", "slack":
 		return runBot(cmd, args, stdin, stdout, stderr)
 	case "simulate":
-		return runSimulate(args, stdout, stderr)
+		return app.Simulate(args, app.SimulateIO{Stdout: stdout, Stderr: stderr, Terminal: app.IsTerminal(stderr)})
 	case "config":
 		return runConfig(args, stdout, stderr)
 	case "audit":
