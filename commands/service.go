@@ -66,6 +66,7 @@ type Service struct {
 	util    Utilization // optional; nil: no idle detection
 	others  Others      // optional; nil: zombies.scope all sweeps gpubot's work only
 	digests Digester    // optional; nil answers that digests are off
+	watch   Clock       // measures how long a command took, for the log
 	// provisioning is optional; nil: provisioning checks are not followed.
 	provisioning Provisioning
 
@@ -88,6 +89,7 @@ func NewService(ctx context.Context, set Settings, deps Deps, opts ...Option) (*
 		deps:    deps,
 		log:     slog.New(slog.NewTextHandler(io.Discard, nil)),
 		horizon: 30 * 24 * time.Hour,
+		watch:   wallClock{},
 		people:  map[string]*Person{},
 		teams:   map[string]*Team{},
 		prio:    map[string]int32{},
@@ -184,6 +186,9 @@ type call struct {
 	// changed is set when the cluster changed during the call, which
 	// makes waiting requests' estimates worth refreshing.
 	changed bool
+	// verb, target and outcome are what the call's log line says: set
+	// by handle and by every audit entry (the last one wins).
+	verb, target, outcome string
 	// manualVictims are the workloads an admin's preempt evicts in this
 	// call: their preemption is audited as the admin's, not gpubot's.
 	manualVictims []string
@@ -201,10 +206,13 @@ func (s *Service) Handle(ctx context.Context, in Input) (outs []Output) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := &call{ctx: ctx, now: s.deps.Clock.Now(), in: in}
+	began := s.watch.Now()
+	defer func() { s.logCall(c, s.watch.Now().Sub(began)) }()
 	defer func() {
 		if v := recover(); v != nil {
+			c.outcome = "error"
 			ref := fmt.Sprintf("E%d", c.now.UnixNano()%1_000_000)
-			s.log.Error("panic handling input", "ref", ref, "user", in.User, "text", in.Text, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			s.log.Error("panic handling input", "ref", ref, "user", in.User, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 			outs = append(c.outs, private(plain(fmt.Sprintf("Something went wrong on gpubot's side while handling that (ref %s). The operator's log has the details; please try again.", ref))))
 		}
 	}()
@@ -227,6 +235,7 @@ func (s *Service) handle(c *call) {
 		action, target = c.in.Unreadable.What, c.in.Unreadable.Target
 	case c.in.Action != nil:
 		action, target = string(c.in.Action.Name), c.in.Action.Request
+		c.verb, c.target = "button:"+action, target
 	}
 	if !ok {
 		s.audit(c, c.in.User, action, target, "refused", "unknown user")
@@ -248,6 +257,7 @@ func (s *Service) handle(c *call) {
 		c.private(parseErrorReply(err))
 		return
 	}
+	c.verb, c.target, c.outcome = string(cmd.Verb), cmd.ID, "ok"
 	switch cmd.Verb {
 	case VerbRequest:
 		s.request(c, *cmd.Spec)
@@ -332,6 +342,10 @@ func (s *Service) person(name string) *Person {
 // audit appends to the audit log; a failure is logged, not shown.
 func (s *Service) audit(c *call, actor, action, target, outcome, detail string) {
 	e := records.AuditEntry{At: c.now, Actor: actor, Action: action, Target: target, Outcome: outcome, Detail: detail}
+	c.outcome = outcome
+	if target != "" {
+		c.target = target
+	}
 	if c.in.Action != nil {
 		e.Via = "button"
 	}
@@ -344,16 +358,19 @@ func (s *Service) audit(c *call, actor, action, target, outcome, detail string) 
 // estimates of waiting requests, so a successful op marks the call as
 // changed, even when it caused no event.
 func (s *Service) apply(c *call, op Op) ([]allocator.Event, error) {
+	began := s.watch.Now()
 	events, err := s.deps.Cluster.Apply(c.ctx, op)
 	c.kueue = nil
 	if err == nil {
 		c.changed = true
 	}
+	s.logAction(c, op, err, s.watch.Now().Sub(began))
 	return events, err
 }
 
 // failed tells the sender that an operation failed on gpubot's side.
 func (s *Service) failed(c *call, doing string, err error) {
+	c.outcome = "error"
 	s.log.Error(doing, "err", err, "user", c.who.Name)
 	c.private(plain(fmt.Sprintf("Sorry, %s failed on gpubot's side: %s. Nothing else was changed; please try again.", doing, plainError(err))))
 }

@@ -118,7 +118,10 @@ func (e *Engine) daily(ctx context.Context, team string, loc *time.Location, due
 			mixed = append(mixed, r)
 		}
 	}
-	d.capacity = snap.Capacity(commands.RequestMix(snap.Cluster(), mixed))
+	d.capacity = slices.DeleteFunc(snap.Capacity(commands.RequestMix(snap.Cluster(), mixed)), func(f allocator.FlavorCapacity) bool {
+		_, elastic := e.elasticTerms()[f.Flavor]
+		return elastic // bought on demand: not the cluster's fragmentation
+	})
 	var daySamples, prevSamples []records.Sample
 	for _, s := range samples {
 		if d.day.has(s.At) {

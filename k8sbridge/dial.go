@@ -75,7 +75,12 @@ func Dial(conn Connection, cfg Config, opts ...Option) (*Bridge, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building the dynamic client: %w", err)
 	}
-	return New(cfg, kube, kq, append([]Option{WithDynamic(dyn)}, opts...)...)
+	b, err := New(cfg, kube, kq, append([]Option{WithDynamic(dyn)}, opts...)...)
+	if err != nil {
+		return nil, err
+	}
+	b.server = rc.Host
+	return b, nil
 }
 
 type roundTripFunc func(*http.Request) (*http.Response, error)

@@ -33,8 +33,10 @@ var ProvisioningRequestResource = schema.GroupVersionResource{Group: "autoscalin
 // none (failures are told only when gpubot sees the check's Retry state).
 func WithDynamic(d dynamic.Interface) Option { return func(b *Bridge) { b.dyn = d } }
 
-// startProvisioningRequests starts the watch if the cluster serves the API.
-func (b *Bridge) startProvisioningRequests(ctx context.Context) (cache.InformerSynced, error) {
+// startProvisioningRequests starts watching ProvisioningRequests in the
+// team namespaces (gpubot's Role there lets it) if the cluster serves the
+// API, and returns what to wait for.
+func (b *Bridge) startProvisioningRequests(ctx context.Context) ([]cache.InformerSynced, error) {
 	if b.dyn == nil {
 		return nil, nil
 	}
@@ -46,20 +48,22 @@ func (b *Bridge) startProvisioningRequests(ctx context.Context) (cache.InformerS
 		}
 		return nil, fmt.Errorf("looking for the ProvisioningRequest API: %w", err)
 	}
-	f := dynamicinformer.NewDynamicSharedInformerFactory(b.dyn, 0)
-	inf := f.ForResource(ProvisioningRequestResource).Informer()
 	seen := func(obj any) {
-		u, ok := obj.(*unstructured.Unstructured)
-		if !ok {
-			return
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			b.notePR(u)
 		}
-		b.notePR(u)
 	}
-	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: seen, UpdateFunc: func(_, o any) { seen(o) }}); err != nil {
-		return nil, fmt.Errorf("watching ProvisioningRequests: %w", err)
+	var synced []cache.InformerSynced
+	for _, ns := range b.cfg.teamNamespaces() {
+		f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(b.dyn, 0, ns, nil)
+		inf := f.ForResource(ProvisioningRequestResource).Informer()
+		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: seen, UpdateFunc: func(_, o any) { seen(o) }}); err != nil {
+			return nil, fmt.Errorf("watching ProvisioningRequests in %s: %w", ns, err)
+		}
+		f.Start(ctx.Done())
+		synced = append(synced, inf.HasSynced)
 	}
-	f.Start(ctx.Done())
-	return inf.HasSynced, nil
+	return synced, nil
 }
 
 // notePR keeps the failure of a failed ProvisioningRequest, by the UID of
