@@ -24,10 +24,11 @@ import (
 // ResourceFlavors in the teams' ClusterQueues like any other (kueue-setup
 // writes them, a provisioned one with its AdmissionCheck and
 // ProvisioningRequestConfig). Only requests switched to them run there:
-// every other request gets required node affinity that keeps Kueue from
-// assigning it an elastic flavor (without it, Kueue would try them next
-// when reserved capacity runs out, since an elastic flavor's node labels
-// include a reserved one's: the same GPU); a switch withdraws the request's Job and submits it again pinned
+// every Job gets required node affinity that keeps Kueue from assigning
+// it an elastic flavor other than its own (without it, Kueue would try
+// them next when reserved capacity runs out, since an elastic flavor's
+// node labels include a reserved one's: the same GPU; see
+// elasticAffinity); a switch withdraws the request's Job and submits it again pinned
 // to the elastic flavor. Kueue's ProvisioningRequest admission check then
 // asks the cluster autoscaler for nodes (ProvisioningChecks reports its
 // state), and when a spot node goes away Kueue's topology-aware
@@ -47,11 +48,16 @@ func (b *Bridge) elasticFlavors() map[string]bool {
 	return out
 }
 
-// keepOffElastic is the node affinity that keeps work asking for any of
-// queue's flavors off its elastic ones: for each elastic ResourceFlavor, a
-// label it selects that no reserved flavor of the queue selects with the
-// same value must not have that value. The caller holds b.mu.
-func (b *Bridge) keepOffElastic(v *view, queue string) []corev1.NodeSelectorRequirement {
+// elasticAffinity is the required node affinity that keeps a request's
+// Job on its flavor with respect to the queue's elastic flavors: for each
+// elastic ResourceFlavor other than pinned, a label it selects that no
+// reserved flavor of the queue selects with the same value must not have
+// that value (NotIn); and when pinned is elastic, its own such label must
+// have it (In). Node affinity, unlike the node selector, survives Kueue's
+// restore of the pod template when it evicts a workload (which drops the
+// labels of the flavor it had assigned), so a spot request stays on spot
+// when it is requeued. The caller holds b.mu.
+func (b *Bridge) elasticAffinity(v *view, queue, pinned string) []corev1.NodeSelectorRequirement {
 	elastic := b.elasticFlavors()
 	var reserved, spend []*kueue.ResourceFlavor
 	for _, name := range queueFlavors(v, queue) {
@@ -72,7 +78,11 @@ func (b *Bridge) keepOffElastic(v *view, queue string) []corev1.NodeSelectorRequ
 			if slices.ContainsFunc(reserved, func(r *kueue.ResourceFlavor) bool { return r.Spec.NodeLabels[k] == val }) {
 				continue
 			}
-			out = append(out, corev1.NodeSelectorRequirement{Key: k, Operator: corev1.NodeSelectorOpNotIn, Values: []string{val}})
+			op := corev1.NodeSelectorOpNotIn
+			if rf.Name == pinned {
+				op = corev1.NodeSelectorOpIn
+			}
+			out = append(out, corev1.NodeSelectorRequirement{Key: k, Operator: op, Values: []string{val}})
 			break
 		}
 	}

@@ -42,7 +42,7 @@ type jobSpec struct {
 	priority string            // WorkloadPriorityClass name, or ""
 	gpn      int               // GPUs per node of the flavor that decides the pod shape
 	selector map[string]string // node labels of the pinned flavor
-	// keepOff keeps work that asks for any flavor off the elastic ones.
+	// keepOff keeps the Job off the elastic flavors but its own.
 	keepOff   []corev1.NodeSelectorRequirement
 	topoLabel string // node label of the required topology level, or ""
 	template  []byte

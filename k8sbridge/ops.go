@@ -146,11 +146,9 @@ func (b *Bridge) jobSpec(w allocator.Workload, rec records.Request, team Team) (
 	if err == nil && w.Flavor != "" {
 		s.selector = rf.Spec.NodeLabels
 	}
-	if !b.elasticFlavors()[w.Flavor] {
-		// A reserved flavor's node labels also match the elastic flavors
-		// of the same GPU: without this Kueue would try those next.
-		s.keepOff = b.keepOffElastic(v, w.Queue)
-	}
+	// A reserved flavor's node labels also match the elastic flavors of
+	// the same GPU: without this Kueue would try those next.
+	s.keepOff = b.elasticAffinity(v, w.Queue, w.Flavor)
 	if w.Topology != allocator.LevelNone {
 		fi := &flavorInfo{blockLabel: b.cfg.BlockLabel, rackLabel: b.cfg.RackLabel, hostL: b.cfg.HostLabel}
 		if rf != nil && rf.Spec.TopologyName != nil {

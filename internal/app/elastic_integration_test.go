@@ -218,7 +218,9 @@ func (k *console) say(line string) {
 func (k *console) wait(from int, phrases ...string) int {
 	k.t.Helper()
 	at := from
-	err := wait.PollUntilContextTimeout(k.ctx, 100*time.Millisecond, 90*time.Second, true, func(context.Context) (bool, error) {
+	// Kueue requeues evicted and retried work on its own schedule: allow
+	// it minutes, not seconds.
+	err := wait.PollUntilContextTimeout(k.ctx, 100*time.Millisecond, 3*time.Minute, true, func(context.Context) (bool, error) {
 		s := k.out.String()
 		at = from
 		for _, p := range phrases {
