@@ -153,6 +153,13 @@ type envOptions struct {
 	util    commands.Utilization
 	others  commands.Others
 	digests commands.Digester
+	elastic map[string]simcluster.ElasticFlavor
+}
+
+// withElastic gives the simulated cluster elastic flavors and lets the
+// service follow their provisioning.
+func withElastic(fs map[string]simcluster.ElasticFlavor) envOption {
+	return func(o *envOptions) { o.elastic = fs }
 }
 
 // withDigests answers /gpu digest and /gpu report with d.
@@ -198,7 +205,7 @@ func newEnv(t *testing.T, cfg *config.Config, opts ...envOption) *env {
 	}
 	t.Cleanup(func() { db.Close() })
 	e := &env{t: t, ctx: ctx, cfg: cfg, db: db, clock: clocktesting.NewFakeClock(t0), log: &logBuffer{}}
-	sim, _, err := simcluster.New(ctx, cfg.Cluster(), db, e.clock, func(err error) bool { return errors.Is(err, store.ErrNotFound) })
+	sim, _, err := simcluster.New(ctx, cfg.Cluster(), db, e.clock, func(err error) bool { return errors.Is(err, store.ErrNotFound) }, simcluster.WithElastic(o.elastic))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,6 +229,9 @@ func newEnv(t *testing.T, cfg *config.Config, opts ...envOption) *env {
 	}
 	if o.digests != nil {
 		svcOpts = append(svcOpts, commands.WithDigests(o.digests))
+	}
+	if o.elastic != nil {
+		svcOpts = append(svcOpts, commands.WithProvisioning(sim))
 	}
 	e.svc, err = commands.NewService(ctx, set, commands.Deps{
 		Cluster: e.cluster, Requests: db, IDs: db, Audit: db, Usage: db, Clock: e.clock,

@@ -33,6 +33,7 @@ func (s *Service) Observe(ctx context.Context, events []allocator.Event) (outs [
 			outs = c.outs
 		}
 	}()
+	s.refreshChecks(c)
 	s.observe(c, events, "")
 	s.sweep(c, len(events) > 0)
 	return c.outs
@@ -101,7 +102,11 @@ func (s *Service) observe(c *call, events []allocator.Event, skip string) {
 				}
 			}
 			msg = fmt.Sprintf("Preempted%s and requeued after running %s. A new estimate follows.", by, fmtDuration(ran))
-			c.emit(s.dm(r.Requester, plain(fmt.Sprintf("Your request %s was preempted%s and is queued again.", r.ID, by))))
+			dm := fmt.Sprintf("Your request %s was preempted%s and is queued again.", r.ID, by)
+			if ev.By == "" && (ev.Detail != "" || s.set.Elastic.terms(r.AdmittedFlavor).Capacity == CapacitySpot) {
+				msg, dm = s.evicted(&r, ev.Detail, ran)
+			}
+			c.emit(s.dm(r.Requester, plain(dm)))
 		case allocator.EventFinished:
 			if r.State != records.StateRunning {
 				continue
@@ -296,6 +301,8 @@ func (s *Service) reconcile(c *call, snap *allocator.Snapshot, active []records.
 	for _, r := range active {
 		w, ok := snap.Workload(r.ID)
 		switch {
+		case ok && r.State == records.StateQueued && w.Admission != nil && s.awaitingChecks(c, r):
+			// Quota reserved, admission checks pending: not admitted yet.
 		case ok && r.State == records.StateQueued && w.Admission != nil:
 			// The cluster admitted it, and the event was missed.
 			s.observe(c, []allocator.Event{{Kind: allocator.EventAdmitted, ID: r.ID, At: w.Admission.At, Admission: w.Admission}}, "")
@@ -351,6 +358,9 @@ func (s *Service) refreshEstimates(c *call) {
 		}
 		if _, never := s.neverStarts(c, r.ID); never {
 			continue // Kueue cannot admit it as it is: no estimate
+		}
+		if _, ok := s.provisioningWait(c, r); ok {
+			continue // it starts when its nodes are provisioned
 		}
 		next := toRecord(c.now, e)
 		if !material(r.Estimate, next, c.now) {

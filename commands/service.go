@@ -67,6 +67,8 @@ type Service struct {
 	others  Others      // optional; nil: zombies.scope all sweeps gpubot's work only
 	digests Digester    // optional; nil answers that digests are off
 	watch   Clock       // measures how long a command took, for the log
+	// provisioning is optional; nil: provisioning checks are not followed.
+	provisioning Provisioning
 
 	mu       sync.Mutex
 	vocab    Vocabulary
@@ -275,6 +277,8 @@ func (s *Service) handle(c *call) {
 		s.usage(c, cmd.Team, cmd.Days)
 	case VerbCancel, VerbRelease, VerbApprove, VerbPreempt:
 		s.act(c, Action{Name: cmd.Verb, Request: cmd.ID})
+	case VerbSwitch:
+		s.act(c, Action{Name: VerbSwitch, Request: cmd.ID, Arg: cmd.Flavor})
 	case VerbExtend:
 		// In minutes: fmtDuration shows days without their minutes.
 		s.act(c, Action{Name: cmd.Verb, Request: cmd.ID, Arg: fmt.Sprintf("%dm", cmd.Duration/time.Minute)})
@@ -296,7 +300,7 @@ func (s *Service) handle(c *call) {
 // press handles a button.
 func (s *Service) press(c *call, a Action) {
 	switch a.Name {
-	case VerbApprove, VerbDeny, VerbPreempt, VerbCancel, VerbRelease, VerbExtend:
+	case VerbApprove, VerbDeny, VerbPreempt, VerbCancel, VerbRelease, VerbExtend, VerbSwitch:
 		s.act(c, a)
 	case VerbKeep:
 		s.keep(c, a)

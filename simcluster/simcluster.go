@@ -65,6 +65,8 @@ type state struct {
 	Usage     map[string]float64   `json:"usage"`
 	// Profiles are the simulated use of workloads that have one.
 	Profiles map[string]Profile `json:"profiles,omitempty"`
+	// Elastic is the held provisioned work and what was provisioned.
+	Elastic elasticState `json:"elastic,omitempty"`
 }
 
 // Profile is how a simulated workload uses its GPUs. The zero value is
@@ -108,9 +110,12 @@ type Cluster struct {
 	notFound    func(error) bool
 	podsTimeout time.Duration
 
+	elastic map[string]ElasticFlavor
+
 	mu       sync.Mutex
 	snap     *allocator.Snapshot
 	profiles map[string]Profile
+	el       elasticState
 }
 
 // New loads the saved state, or starts an empty cluster at the clock's
@@ -118,7 +123,8 @@ type Cluster struct {
 // saved workloads are checked against c: a config change that leaves
 // them without a node or queue is reported, not ignored.
 func New(ctx context.Context, c *allocator.Cluster, st StateStore, clock Clock, isNotFound func(error) bool, opts ...Option) (*Cluster, bool, error) {
-	cl := &Cluster{clock: clock, st: st, notFound: isNotFound, podsTimeout: DefaultPodsReadyTimeout, profiles: map[string]Profile{}}
+	cl := &Cluster{clock: clock, st: st, notFound: isNotFound, podsTimeout: DefaultPodsReadyTimeout, profiles: map[string]Profile{},
+		el: elasticState{Provisioned: map[string]provisioned{}}}
 	for _, o := range opts {
 		o(cl)
 	}
@@ -130,7 +136,7 @@ func New(ctx context.Context, c *allocator.Cluster, st StateStore, clock Clock, 
 			return nil, false, fmt.Errorf("building the simulated cluster: %w", err)
 		}
 		cl.snap = snap
-		return cl, true, cl.save(ctx, snap, cl.profiles)
+		return cl, true, cl.save(ctx, snap, cl.profiles, cl.el)
 	case err != nil:
 		return nil, false, fmt.Errorf("loading the simulated cluster: %w", err)
 	}
@@ -149,6 +155,7 @@ func New(ctx context.Context, c *allocator.Cluster, st StateStore, clock Clock, 
 	for id, p := range s.Profiles {
 		cl.profiles[id] = p
 	}
+	cl.el = s.Elastic.clone()
 	return cl, false, nil
 }
 
@@ -156,7 +163,7 @@ func New(ctx context.Context, c *allocator.Cluster, st StateStore, clock Clock, 
 func (c *Cluster) Snapshot(ctx context.Context) (*allocator.Snapshot, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.snap.Clone(), nil
+	return withHeld(c.snap, c.el), nil
 }
 
 // Now is the simulated cluster's own time: the last time it caught up to.
@@ -171,7 +178,7 @@ func (c *Cluster) Now() time.Time {
 func (c *Cluster) NextEvent() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var next time.Time
+	next, _ := c.dueElastic(c.snap, &c.el, c.snap.Now().Add(100*365*24*time.Hour))
 	for _, w := range c.snap.Workloads() {
 		if w.Admission == nil {
 			continue
@@ -211,7 +218,7 @@ func (c *Cluster) SetProfile(ctx context.Context, id string, p Profile) error {
 	}
 	profiles := maps.Clone(c.profiles)
 	profiles[id] = p
-	if err := c.save(ctx, c.snap, profiles); err != nil {
+	if err := c.save(ctx, c.snap, profiles, c.el); err != nil {
 		return err
 	}
 	c.profiles = profiles
@@ -246,16 +253,38 @@ func (c *Cluster) GPUUtilization(_ context.Context, ids []string, window time.Du
 
 // Advance moves the cluster to the clock's time.
 func (c *Cluster) Advance(ctx context.Context) ([]allocator.Event, error) {
-	return c.change(ctx, func(*allocator.Snapshot) ([]allocator.Event, error) { return nil, nil })
+	return c.change(ctx, func(*allocator.Snapshot, *elasticState) ([]allocator.Event, error) { return nil, nil })
 }
 
 // Apply carries out op at the clock's time.
 func (c *Cluster) Apply(ctx context.Context, op commands.Op) ([]allocator.Event, error) {
-	return c.change(ctx, func(s *allocator.Snapshot) ([]allocator.Event, error) {
+	return c.change(ctx, func(s *allocator.Snapshot, e *elasticState) ([]allocator.Event, error) {
 		switch op.Kind {
 		case commands.OpSubmit:
+			if c.hold(s, e, op.Workload) {
+				return nil, nil
+			}
 			return submit(s, op.Workload)
+		case commands.OpSwitch:
+			unhold(e, op.Workload.ID)
+			var events []allocator.Event
+			if _, ok := s.Workload(op.Workload.ID); ok {
+				if _, err := s.Release(op.Workload.ID); err != nil {
+					return nil, err
+				}
+				events = s.Schedule()
+			}
+			if c.hold(s, e, op.Workload) {
+				return events, nil
+			}
+			more, err := submit(s, op.Workload)
+			return append(events, more...), err
 		case commands.OpRemove:
+			if unhold(e, op.ID) {
+				if _, ok := s.Workload(op.ID); !ok {
+					return nil, nil
+				}
+			}
 			if _, ok := s.Workload(op.ID); !ok {
 				return nil, nil // already gone: removing twice is harmless
 			}
@@ -264,6 +293,10 @@ func (c *Cluster) Apply(ctx context.Context, op commands.Op) ([]allocator.Event,
 			}
 			return s.Schedule(), nil
 		case commands.OpExtend:
+			if i := e.holding(op.ID); i >= 0 {
+				e.Held[i].Workload.Duration = op.Duration
+				return nil, nil
+			}
 			if _, err := s.Extend(op.ID, op.Duration); err != nil {
 				return nil, err
 			}
@@ -313,13 +346,14 @@ func submit(s *allocator.Snapshot, w allocator.Workload) ([]allocator.Event, err
 
 // change catches up to the clock, applies fn on a copy, saves it, and
 // only then makes it current.
-func (c *Cluster) change(ctx context.Context, fn func(*allocator.Snapshot) ([]allocator.Event, error)) ([]allocator.Event, error) {
+func (c *Cluster) change(ctx context.Context, fn func(*allocator.Snapshot, *elasticState) ([]allocator.Event, error)) ([]allocator.Event, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	next := c.snap.Clone()
+	el := c.el.clone()
 	now := c.clock.Now()
-	events := next.Advance(now, nil)
-	more, err := fn(next)
+	events := c.advance(next, &el, now)
+	more, err := fn(next, &el)
 	if err != nil {
 		return nil, err
 	}
@@ -327,10 +361,11 @@ func (c *Cluster) change(ctx context.Context, fn func(*allocator.Snapshot) ([]al
 	profiles := maps.Clone(c.profiles)
 	events = append(events, podsEvents(next, profiles, now, c.podsTimeout)...)
 	maps.DeleteFunc(profiles, func(id string, _ Profile) bool { _, ok := next.Workload(id); return !ok })
-	if err := c.save(ctx, next, profiles); err != nil {
+	maps.DeleteFunc(el.Provisioned, func(id string, _ provisioned) bool { _, ok := next.Workload(id); return !ok })
+	if err := c.save(ctx, next, profiles, el); err != nil {
 		return nil, err
 	}
-	c.snap, c.profiles = next, profiles
+	c.snap, c.profiles, c.el = next, profiles, el
 	return events, nil
 }
 
@@ -357,8 +392,8 @@ func podsEvents(s *allocator.Snapshot, profiles map[string]Profile, now time.Tim
 	return out
 }
 
-func (c *Cluster) save(ctx context.Context, s *allocator.Snapshot, profiles map[string]Profile) error {
-	st := state{Version: stateVersion, Now: s.Now(), Workloads: s.Workloads(), Usage: s.Usage()}
+func (c *Cluster) save(ctx context.Context, s *allocator.Snapshot, profiles map[string]Profile, el elasticState) error {
+	st := state{Version: stateVersion, Now: s.Now(), Workloads: s.Workloads(), Usage: s.Usage(), Elastic: el}
 	if len(profiles) > 0 {
 		st.Profiles = profiles
 	}

@@ -114,7 +114,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	clock := &ManualClock{}
 	clock.Set(start)
 	sim, fresh, err := simcluster.New(ctx, cfg.Cluster(), db, clock, func(err error) bool { return errors.Is(err, store.ErrNotFound) },
-		simcluster.WithPodsReadyTimeout(cfg.Kubernetes().PodsReadyTimeout))
+		simcluster.WithPodsReadyTimeout(cfg.Kubernetes().PodsReadyTimeout), simElastic(cfg))
 	if err != nil {
 		return err
 	}
@@ -132,7 +132,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	svc, err := commands.NewService(ctx, set, commands.Deps{
 		Cluster: sim, Requests: db, IDs: db, Audit: db, Usage: db, Clock: clock,
-	}, append(simZombieOptions(cfg, db, sim, log), commands.WithLogger(log), commands.WithDigests(eng))...)
+	}, append(simZombieOptions(cfg, db, sim, log), commands.WithLogger(log), commands.WithDigests(eng), commands.WithProvisioning(sim))...)
 	if err != nil {
 		return err
 	}
