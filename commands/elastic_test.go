@@ -207,3 +207,19 @@ func TestParseSwitch(t *testing.T) {
 		}
 	}
 }
+
+// An option ruled out before its start is known is listed with why, and
+// without a start of its own (no dangling "h100-spot (spot): , …"). On the
+// bundled example, 40 GPUs are more than nlp may use of h100-spot.
+func TestElasticOptionBlockedBeforeItsStart(t *testing.T) {
+	e := newEnv(t, exampleConfig(t), seeded)
+	outs := e.do("bob", "/gpu request 40xh100 for 8h")
+	card := said(outs, "channel #gpu-nlp r10")
+	if len(card) == 0 {
+		t.Fatalf("no card for r10: %v", outs)
+	}
+	got := text(card[0])
+	if !strings.Contains(got, "h100-spot (spot): may be reclaimed") || !strings.Contains(got, "not available: more than nlp may use of h100-spot even with borrowing") {
+		t.Errorf("want h100-spot listed as not available, without a start:\n%s", got)
+	}
+}

@@ -324,7 +324,10 @@ func capacityWords(t FlavorTerms) string {
 // optionText is one option as the offer lists it: "h100-spot (spot):
 // now, may be reclaimed, ≈ $410 (128 GPU-hours)".
 func (s *Service) optionText(o option) string {
-	parts := []string{o.start}
+	var parts []string
+	if o.start != "" { // an option blocked before its start was worked out has none
+		parts = append(parts, o.start)
+	}
 	if o.terms.Capacity == CapacitySpot {
 		parts = append(parts, "may be reclaimed")
 	}
