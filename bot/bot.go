@@ -15,9 +15,17 @@
 // # Caveats
 //
 // Handlers are run concurrently up to the worker count; the handler must
-// be safe for concurrent use (commands.Service serialises itself).
-// Outbound delivery is in submission order; a Sender error is retried
-// with backoff when it is Retryable, and logged and dropped otherwise.
+// be safe for concurrent use (commands.Service is). Outbound delivery is
+// in submission order. A Sender retries what is worth retrying itself
+// (the Slack adapter's queue does, for rate limits and network failures);
+// an error it returns is logged and the output dropped.
+//
+// # Middleware
+//
+// What every input goes through, whatever its handler, is a Middleware
+// (func(Handler) Handler) around it: New wraps the handler in Recover, so
+// that a panic becomes a plain answer to the sender and a log line; the
+// Slack adapter adds e-mail matching (MatchByEmail) the same way.
 package bot
 
 import (
@@ -29,6 +37,8 @@ import (
 	"runtime/debug"
 	"sync"
 	"time"
+
+	"k8s.io/utils/clock"
 
 	"github.com/gpubot/gpubot/commands"
 )
@@ -48,11 +58,6 @@ type Deduper interface {
 	Seen(ctx context.Context, key string, now time.Time, ttl time.Duration) (bool, error)
 }
 
-// Clock tells the time (for dedupe expiry).
-type Clock interface {
-	Now() time.Time
-}
-
 // Event is one delivery from a chat platform.
 type Event struct {
 	// Key identifies the delivery for deduplication (Slack: the envelope
@@ -65,15 +70,44 @@ type Event struct {
 	Input commands.Input
 }
 
-// RetryableError marks a Sender error worth retrying after At least
-// After.
-type RetryableError struct {
-	After time.Duration
-	Err   error
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, in commands.Input) []commands.Output
+
+// Handle calls f.
+func (f HandlerFunc) Handle(ctx context.Context, in commands.Input) []commands.Output {
+	return f(ctx, in)
 }
 
-func (e *RetryableError) Error() string { return fmt.Sprintf("retry after %s: %v", e.After, e.Err) }
-func (e *RetryableError) Unwrap() error { return e.Err }
+// Middleware wraps a Handler with behaviour every input gets.
+type Middleware func(Handler) Handler
+
+// Chain wraps h in mws, the first outermost.
+func Chain(h Handler, mws ...Middleware) Handler {
+	for i := len(mws) - 1; i >= 0; i-- {
+		h = mws[i](h)
+	}
+	return h
+}
+
+// Recover turns a panic in the handler into a private answer to the
+// sender ("something went wrong on gpubot's side") and a log line with
+// the stack.
+func Recover(log *slog.Logger) Middleware {
+	return func(next Handler) Handler {
+		return HandlerFunc(func(ctx context.Context, in commands.Input) (outs []commands.Output) {
+			defer func() {
+				if v := recover(); v != nil {
+					log.Error("panic in handler", "panic", fmt.Sprint(v), "user", in.User, "stack", string(debug.Stack()))
+					outs = []commands.Output{{
+						To:    commands.Destination{Kind: commands.ToSender},
+						Reply: commands.Reply{Text: "Something went wrong on gpubot's side; the operator's log has the details. Please try again."},
+					}}
+				}
+			}()
+			return next.Handle(ctx, in)
+		})
+	}
+}
 
 // ErrBusy is returned by Submit when the work queue is full.
 var ErrBusy = errors.New("bot: too much work queued; try again shortly")
@@ -83,11 +117,10 @@ type Runtime struct {
 	h       Handler
 	send    Sender
 	dedupe  Deduper
-	clock   Clock
+	clock   clock.PassiveClock
 	ttl     time.Duration
 	workers int
 	log     *slog.Logger
-	sleep   func(context.Context, time.Duration) error
 
 	work chan Event
 	out  chan commands.Output
@@ -117,30 +150,25 @@ func WithQueue(n int) Option {
 
 // WithDeduper drops deliveries whose Key was seen within ttl. Default: no
 // deduplication.
-func WithDeduper(d Deduper, ttl time.Duration, c Clock) Option {
+func WithDeduper(d Deduper, ttl time.Duration, c clock.PassiveClock) Option {
 	return func(r *Runtime) { r.dedupe, r.ttl, r.clock = d, ttl, c }
 }
 
 // WithLogger sets the operator's log. Default: discard.
 func WithLogger(l *slog.Logger) Option { return func(r *Runtime) { r.log = l } }
 
-// WithSleep replaces the wait between delivery retries (tests).
-func WithSleep(f func(context.Context, time.Duration) error) Option {
-	return func(r *Runtime) { r.sleep = f }
-}
-
-// New returns a runtime; h and s are required.
+// New returns a runtime; h and s are required. h runs behind Recover.
 func New(h Handler, s Sender, opts ...Option) *Runtime {
 	r := &Runtime{
 		h: h, send: s, workers: 4,
-		log:   slog.New(slog.NewTextHandler(io.Discard, nil)),
-		work:  make(chan Event, 256),
-		out:   make(chan commands.Output, 256),
-		sleep: sleepCtx,
+		log:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+		work: make(chan Event, 256),
+		out:  make(chan commands.Output, 256),
 	}
 	for _, o := range opts {
 		o(r)
 	}
+	r.h = Chain(h, Recover(r.log))
 	return r
 }
 
@@ -264,8 +292,8 @@ func (r *Runtime) enqueue(ctx context.Context, o commands.Output) {
 	}
 }
 
-// handle dedupes and runs the handler with panic recovery.
-func (r *Runtime) handle(ctx context.Context, ev Event) (outs []commands.Output) {
+// handle dedupes and runs the handler (behind Recover).
+func (r *Runtime) handle(ctx context.Context, ev Event) []commands.Output {
 	if ev.Key != "" && r.dedupe != nil {
 		seen, err := r.dedupe.Seen(ctx, ev.Key, r.clock.Now(), r.ttl)
 		if err != nil {
@@ -276,16 +304,7 @@ func (r *Runtime) handle(ctx context.Context, ev Event) (outs []commands.Output)
 			return nil
 		}
 	}
-	defer func() {
-		if v := recover(); v != nil {
-			r.log.Error("panic in handler", "panic", fmt.Sprint(v), "user", ev.Input.User, "stack", string(debug.Stack()))
-			outs = []commands.Output{{
-				To:    commands.Destination{Kind: commands.ToSender, User: ev.Input.User, Channel: ev.Input.Channel},
-				Reply: commands.Reply{Text: "Something went wrong on gpubot's side; the operator's log has the details. Please try again."},
-			}}
-		}
-	}()
-	outs = r.h.Handle(ctx, ev.Input)
+	outs := r.h.Handle(ctx, ev.Input)
 	for i := range outs {
 		if outs[i].To.Kind == commands.ToSender {
 			outs[i].To.User = ev.Input.User
@@ -297,32 +316,10 @@ func (r *Runtime) handle(ctx context.Context, ev Event) (outs []commands.Output)
 	return outs
 }
 
-// deliver sends one output, retrying retryable failures a few times.
+// deliver sends one output; a failure is logged and the output dropped
+// (the Sender retried what was worth retrying).
 func (r *Runtime) deliver(ctx context.Context, o commands.Output) {
-	const attempts = 5
-	for i := 1; ; i++ {
-		err := r.send.Send(ctx, o)
-		if err == nil {
-			return
-		}
-		var re *RetryableError
-		if !errors.As(err, &re) || i == attempts {
-			r.log.Error("delivering a reply", "to", string(o.To.Kind), "request", o.To.Request, "attempt", i, "err", err)
-			return
-		}
-		if r.sleep(ctx, re.After) != nil {
-			return
-		}
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
+	if err := r.send.Send(ctx, o); err != nil {
+		r.log.Error("delivering a reply", "to", string(o.To.Kind), "request", o.To.Request, "err", err)
 	}
 }

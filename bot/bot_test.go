@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/gpubot/gpubot/commands"
 )
@@ -68,10 +69,6 @@ func (m *memDedupe) Seen(_ context.Context, key string, now time.Time, ttl time.
 	return ok && now.Before(exp), nil
 }
 
-type fixedClock struct{ t time.Time }
-
-func (c *fixedClock) Now() time.Time { return c.t }
-
 func echo(_ context.Context, in commands.Input) []commands.Output {
 	return []commands.Output{
 		{To: commands.Destination{Kind: commands.ToSender}, Reply: commands.Reply{Text: "ack " + in.Text}},
@@ -99,7 +96,7 @@ func TestDuplicateDeliveriesAreProcessedOnce(t *testing.T) {
 		calls++
 		return echo(ctx, in)
 	})
-	clock := &fixedClock{t: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)}
+	clock := clocktesting.NewFakePassiveClock(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
 	rt := New(h, rec, WithDeduper(&memDedupe{}, time.Hour, clock))
 	ev := Event{Key: "env-1", Input: commands.Input{User: "U0ALICE", Text: "request 8xh100 4h"}}
 	rt.Process(context.Background(), ev)
@@ -107,7 +104,7 @@ func TestDuplicateDeliveriesAreProcessedOnce(t *testing.T) {
 	if calls != 1 {
 		t.Fatalf("handler ran %d times for one delivery key, want 1", calls)
 	}
-	clock.t = clock.t.Add(2 * time.Hour) // past the TTL: a new delivery
+	clock.SetTime(clock.Now().Add(2 * time.Hour)) // past the TTL: a new delivery
 	rt.Process(context.Background(), ev)
 	if calls != 2 {
 		t.Fatalf("after the TTL the handler ran %d times in all, want 2", calls)
@@ -133,27 +130,32 @@ func TestPanicInHandlerBecomesAPlainAnswer(t *testing.T) {
 	}
 }
 
-func TestRetryableSendErrorsAreRetriedAndOthersDropped(t *testing.T) {
-	var slept []time.Duration
-	sleep := func(_ context.Context, d time.Duration) error { slept = append(slept, d); return nil }
-	rec := &recorder{
-		fail: map[string]int{"ack a": 2},
-		err:  &RetryableError{After: 3 * time.Second, Err: errors.New("rate limited")},
-	}
-	rt := New(handlerFunc(echo), rec, WithSleep(sleep))
-	rt.Process(context.Background(), Event{Input: commands.Input{Text: "a"}})
-	if diff := cmp.Diff([]string{"ack a", "thread a"}, rec.texts()); diff != "" {
-		t.Errorf("delivered (-want +got):\n%s", diff)
-	}
-	if diff := cmp.Diff([]time.Duration{3 * time.Second, 3 * time.Second}, slept); diff != "" {
-		t.Errorf("waits (-want +got):\n%s", diff)
-	}
-
-	rec = &recorder{fail: map[string]int{"ack b": 1}, err: errors.New("channel_not_found")}
-	rt = New(handlerFunc(echo), rec, WithSleep(sleep))
+// TestSendErrorsDropOnlyThatOutput: the Sender retries what is worth
+// retrying; an error it returns drops that output, and the next goes out.
+func TestSendErrorsDropOnlyThatOutput(t *testing.T) {
+	rec := &recorder{fail: map[string]int{"ack b": 1}, err: errors.New("channel_not_found")}
+	rt := New(handlerFunc(echo), rec)
 	rt.Process(context.Background(), Event{Input: commands.Input{Text: "b"}})
 	if diff := cmp.Diff([]string{"thread b"}, rec.texts()); diff != "" {
-		t.Errorf("a permanent error should drop only that output (-want +got):\n%s", diff)
+		t.Errorf("a failed send should drop only that output (-want +got):\n%s", diff)
+	}
+}
+
+// TestChainRunsMiddlewareOutermostFirst: Chain(h, a, b) is a(b(h)).
+func TestChainRunsMiddlewareOutermostFirst(t *testing.T) {
+	var order []string
+	mw := func(name string) Middleware {
+		return func(next Handler) Handler {
+			return HandlerFunc(func(ctx context.Context, in commands.Input) []commands.Output {
+				order = append(order, name)
+				return next.Handle(ctx, in)
+			})
+		}
+	}
+	h := Chain(handlerFunc(func(context.Context, commands.Input) []commands.Output { order = append(order, "handler"); return nil }), mw("a"), mw("b"))
+	h.Handle(context.Background(), commands.Input{})
+	if diff := cmp.Diff([]string{"a", "b", "handler"}, order); diff != "" {
+		t.Errorf("order (-want +got):\n%s", diff)
 	}
 }
 

@@ -14,9 +14,14 @@ import (
 func (s *Service) act(c *call, a Action) {
 	verb := string(a.Name)
 	r, err := s.deps.Requests.GetRequest(c.ctx, a.Request)
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrNotFound):
 		s.audit(c, c.who.Name, verb, a.Request, "invalid", "no such request")
 		c.private(plain(fmt.Sprintf("There is no request %s. /gpu status lists yours.", a.Request)))
+		return
+	case err != nil:
+		s.audit(c, c.who.Name, verb, a.Request, "error", err.Error())
+		s.failed(c, "reading "+a.Request, err)
 		return
 	}
 	if err := s.may(c.who, a.Name, r); err != nil {

@@ -3,9 +3,7 @@ package commands_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	clocktesting "k8s.io/utils/clock/testing"
 	"log/slog"
 	"path/filepath"
 	"slices"
@@ -13,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -153,6 +153,13 @@ type envOptions struct {
 	util    commands.Utilization
 	others  commands.Others
 	digests commands.Digester
+	// requests wraps the store as the service's RequestStore.
+	requests func(commands.RequestStore) commands.RequestStore
+}
+
+// withRequests makes the service read and write requests through wrap(db).
+func withRequests(wrap func(commands.RequestStore) commands.RequestStore) envOption {
+	return func(o *envOptions) { o.requests = wrap }
 }
 
 // withDigests answers /gpu digest and /gpu report with d.
@@ -198,7 +205,7 @@ func newEnv(t *testing.T, cfg *config.Config, opts ...envOption) *env {
 	}
 	t.Cleanup(func() { db.Close() })
 	e := &env{t: t, ctx: ctx, cfg: cfg, db: db, clock: clocktesting.NewFakeClock(t0), log: &logBuffer{}}
-	sim, _, err := simcluster.New(ctx, cfg.Cluster(), db, e.clock, func(err error) bool { return errors.Is(err, store.ErrNotFound) })
+	sim, _, err := simcluster.New(ctx, cfg.Cluster(), db, e.clock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,8 +230,12 @@ func newEnv(t *testing.T, cfg *config.Config, opts ...envOption) *env {
 	if o.digests != nil {
 		svcOpts = append(svcOpts, commands.WithDigests(o.digests))
 	}
+	var requests commands.RequestStore = db
+	if o.requests != nil {
+		requests = o.requests(db)
+	}
 	e.svc, err = commands.NewService(ctx, set, commands.Deps{
-		Cluster: e.cluster, Requests: db, IDs: db, Audit: db, Usage: db, Clock: e.clock,
+		Cluster: e.cluster, Requests: requests, IDs: db, Audit: db, Usage: db, Clock: e.clock,
 	}, svcOpts...)
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/gpubot/gpubot/allocator"
 	"github.com/gpubot/gpubot/records"
 )
@@ -22,7 +24,8 @@ type Deps struct {
 	IDs      IDSource
 	Audit    AuditLog
 	Usage    UsageLog
-	Clock    Clock
+	// Clock tells the time (k8s.io/utils/clock); tests pass a fake one.
+	Clock clock.PassiveClock
 }
 
 // Option configures a Service.

@@ -1,6 +1,8 @@
 package commands_test
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/gpubot/gpubot/commands"
 	"github.com/gpubot/gpubot/records"
+	"github.com/gpubot/gpubot/store"
 )
 
 // decided is the part of a request that the decision on it sets.
@@ -721,4 +724,37 @@ func TestDenyButtonReasonLimit(t *testing.T) {
 	}
 	got := e.lastAudit()
 	diff(t, "last audit entry", []string{"bob", "deny", "r1", "invalid"}, []string{got.Actor, got.Action, got.Target, got.Outcome})
+}
+
+// failingGets is a RequestStore whose GetRequest fails as a closed store
+// does, once armed.
+type failingGets struct {
+	commands.RequestStore
+	armed bool
+}
+
+func (f *failingGets) GetRequest(ctx context.Context, id string) (records.Request, error) {
+	if f.armed {
+		return records.Request{}, fmt.Errorf("getting request %s: %w", id, store.ErrClosed)
+	}
+	return f.RequestStore.GetRequest(ctx, id)
+}
+
+// TestAStoreFailureIsNotAMissingRequest: a store that cannot be read says
+// so; only a request the store does not have is "no request".
+func TestAStoreFailureIsNotAMissingRequest(t *testing.T) {
+	f := &failingGets{}
+	e := newEnv(t, parse(t, small), withRequests(func(rs commands.RequestStore) commands.RequestStore { f.RequestStore = rs; return f }))
+	e.do("alice", "request 8xh100 for 1h")
+	check(t, e.do("alice", "cancel r9"), want{"sender", "There is no request r9."})
+	f.armed = true
+	for _, text := range []string{"cancel r1", "status r1"} {
+		outs := e.do("alice", text)
+		check(t, outs, want{"sender", "failed on gpubot's side"})
+		checkNot(t, outs, want{"sender", "There is no request"})
+	}
+	f.armed = false
+	if r := e.req("r1"); r.State != records.StateRunning {
+		t.Errorf("r1 is %s after a failed read; want it left running", r.State)
+	}
 }

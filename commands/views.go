@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -18,8 +19,12 @@ const maxRows = 25
 func (s *Service) status(c *call, id string) {
 	if id != "" {
 		r, err := s.deps.Requests.GetRequest(c.ctx, id)
-		if err != nil {
+		switch {
+		case errors.Is(err, ErrNotFound):
 			c.private(plain(fmt.Sprintf("There is no request %s. /gpu status lists yours.", id)))
+			return
+		case err != nil:
+			s.failed(c, "reading "+id, err)
 			return
 		}
 		reply := s.card(c, r, nil)

@@ -11,7 +11,7 @@
 // scheduled time it is for, and Now); Func and Outputs adapt plain bodies
 // of now, such as the zombie sweep:
 //
-//	sched := digest.NewScheduler(db, isNotFound, digest.WithLogger(log))
+//	sched := digest.NewScheduler(db, digest.WithLogger(log))
 //	eng.Register(sched, cfg.Digests(), report, reportChannel) // sampler, digests, report
 //	sched.Add("zombie sweep", every10m, digest.Outputs(svc.Sweep))
 //	outs := sched.RunDue(ctx, now) // at start: catches up

@@ -108,6 +108,8 @@ func Outputs(f func(ctx context.Context, now time.Time) []commands.Output) Job {
 }
 
 // RunLog keeps each job's last completed run. *store.DB satisfies it.
+// LastRun's error wraps records.ErrNotFound for a job with no run
+// recorded; any other error is a failure to read it.
 type RunLog interface {
 	LastRun(ctx context.Context, job string) (records.JobRun, error)
 	PutRun(ctx context.Context, run records.JobRun) error
@@ -119,7 +121,6 @@ type RunLog interface {
 // safe for concurrent use; runs are serialised.
 type Scheduler struct {
 	runs      RunLog
-	notFound  func(error) bool
 	log       *slog.Logger
 	lateAfter time.Duration
 	retry     time.Duration
@@ -156,11 +157,10 @@ func WithRetry(after time.Duration, attempts int) SchedulerOption {
 	return func(s *Scheduler) { s.retry, s.attempts = after, max(1, attempts) }
 }
 
-// NewScheduler returns a scheduler that records runs in runs; notFound
-// tells runs' "no run recorded" error from a failure.
-func NewScheduler(runs RunLog, notFound func(error) bool, opts ...SchedulerOption) *Scheduler {
+// NewScheduler returns a scheduler that records runs in runs.
+func NewScheduler(runs RunLog, opts ...SchedulerOption) *Scheduler {
 	s := &Scheduler{
-		runs: runs, notFound: notFound,
+		runs:      runs,
 		log:       slog.New(slog.NewTextHandler(io.Discard, nil)),
 		lateAfter: 5 * time.Minute, retry: 5 * time.Minute, attempts: 3,
 	}
@@ -224,7 +224,7 @@ func (s *Scheduler) resume(ctx context.Context, now time.Time) error {
 		switch {
 		case err == nil:
 			e.last = run.Due
-		case s.notFound(err):
+		case errors.Is(err, records.ErrNotFound):
 			base := records.JobRun{Job: e.name, Due: now, At: now, Baseline: true}
 			if err := s.runs.PutRun(ctx, base); err != nil {
 				return fmt.Errorf("recording the start of scheduled job %s: %w", e.name, err)

@@ -28,8 +28,6 @@ func mustZone(name string) *time.Location {
 	return loc
 }
 
-func notFound(err error) bool { return errors.Is(err, store.ErrNotFound) }
-
 // openStore opens a bbolt store at path for the test.
 func openStore(t *testing.T, path string) *store.DB {
 	t.Helper()
@@ -119,7 +117,7 @@ func TestSchedulerRunsOnTimeOnceAcrossRestarts(t *testing.T) {
 	db := openStore(t, path)
 	rec := &recorder{}
 	daily := mustSchedule(t, "0 9 * * 1-5", berlin)
-	s := digest.NewScheduler(db, notFound)
+	s := digest.NewScheduler(db)
 	if err := s.Add("digest", daily, rec.job); err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +151,7 @@ func TestSchedulerRunsOnTimeOnceAcrossRestarts(t *testing.T) {
 	// A restart at noon: nothing to do.
 	db.Close()
 	db = openStore(t, path)
-	s2 := digest.NewScheduler(db, notFound)
+	s2 := digest.NewScheduler(db)
 	if err := s2.Add("digest", daily, rec.job); err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +170,7 @@ func TestSchedulerPostsAMissedRunOnceLate(t *testing.T) {
 	db := openStore(t, path)
 	rec := &recorder{}
 	daily := mustSchedule(t, "0 9 * * *", berlin)
-	s := digest.NewScheduler(db, notFound)
+	s := digest.NewScheduler(db)
 	if err := s.Add("digest", daily, rec.job); err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +184,7 @@ func TestSchedulerPostsAMissedRunOnceLate(t *testing.T) {
 	// missed; Thursday's is posted once, late.
 	db = openStore(t, path)
 	var logs bytes.Buffer
-	s = digest.NewScheduler(db, notFound, digest.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	s = digest.NewScheduler(db, digest.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	if err := s.Add("digest", daily, rec.job); err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +208,7 @@ func TestSchedulerRetriesThenGivesUp(t *testing.T) {
 	db := openStore(t, filepath.Join(t.TempDir(), "gpubot.db"))
 	rec := &recorder{fail: 1}
 	hourly := mustSchedule(t, "0 * * * *", time.UTC)
-	s := digest.NewScheduler(db, notFound, digest.WithRetry(5*time.Minute, 3))
+	s := digest.NewScheduler(db, digest.WithRetry(5*time.Minute, 3))
 	if err := s.Add("hourly", hourly, rec.job); err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +249,7 @@ func TestSchedulerRetriesThenGivesUp(t *testing.T) {
 func TestSchedulerRecoversAPanickingJob(t *testing.T) {
 	ctx := context.Background()
 	db := openStore(t, filepath.Join(t.TempDir(), "gpubot.db"))
-	s := digest.NewScheduler(db, notFound, digest.WithRetry(time.Minute, 1))
+	s := digest.NewScheduler(db, digest.WithRetry(time.Minute, 1))
 	rec := &recorder{}
 	if err := s.Add("boom", mustSchedule(t, "*/10 * * * *", time.UTC), func(context.Context, digest.Run) ([]commands.Output, error) {
 		panic("nil map")
@@ -274,7 +272,7 @@ func TestSchedulerRecoversAPanickingJob(t *testing.T) {
 func TestFuncAndOutputsAdaptPlainBodies(t *testing.T) {
 	ctx := context.Background()
 	db := openStore(t, filepath.Join(t.TempDir(), "gpubot.db"))
-	s := digest.NewScheduler(db, notFound)
+	s := digest.NewScheduler(db)
 	var at []time.Time
 	every := mustSchedule(t, "*/10 * * * *", time.UTC)
 	if err := s.Add("plain", every, digest.Func(func(_ context.Context, now time.Time) error {

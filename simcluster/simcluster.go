@@ -34,27 +34,28 @@ package simcluster
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"sync"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/gpubot/gpubot/allocator"
 	"github.com/gpubot/gpubot/commands"
+	"github.com/gpubot/gpubot/records"
 )
 
 // StateName is the name under which the state is saved.
 const StateName = "simcluster"
 
-// StateStore keeps the cluster's state between runs.
+// StateStore keeps the cluster's state between runs. GetState's error
+// wraps records.ErrNotFound when nothing was saved yet (a new cluster);
+// any other error is a failure to read it.
 type StateStore interface {
 	GetState(ctx context.Context, name string) ([]byte, error)
 	PutState(ctx context.Context, name string, data []byte) error
-}
-
-// Clock tells the simulated time.
-type Clock interface {
-	Now() time.Time
 }
 
 // state is what is saved.
@@ -103,9 +104,8 @@ const stateVersion = 1
 
 // Cluster is the simulated cluster.
 type Cluster struct {
-	clock       Clock
+	clock       clock.PassiveClock
 	st          StateStore
-	notFound    func(error) bool
 	podsTimeout time.Duration
 
 	mu       sync.Mutex
@@ -114,18 +114,18 @@ type Cluster struct {
 }
 
 // New loads the saved state, or starts an empty cluster at the clock's
-// time. isNotFound tells a missing state from a failure to read it. The
-// saved workloads are checked against c: a config change that leaves
-// them without a node or queue is reported, not ignored.
-func New(ctx context.Context, c *allocator.Cluster, st StateStore, clock Clock, isNotFound func(error) bool, opts ...Option) (*Cluster, bool, error) {
-	cl := &Cluster{clock: clock, st: st, notFound: isNotFound, podsTimeout: DefaultPodsReadyTimeout, profiles: map[string]Profile{}}
+// time when none was saved (records.ErrNotFound). The saved workloads are
+// checked against c: a config change that leaves them without a node or
+// queue is reported, not ignored.
+func New(ctx context.Context, c *allocator.Cluster, st StateStore, clk clock.PassiveClock, opts ...Option) (*Cluster, bool, error) {
+	cl := &Cluster{clock: clk, st: st, podsTimeout: DefaultPodsReadyTimeout, profiles: map[string]Profile{}}
 	for _, o := range opts {
 		o(cl)
 	}
 	data, err := st.GetState(ctx, StateName)
 	switch {
-	case err != nil && isNotFound(err):
-		snap, err := allocator.NewSnapshot(c, clock.Now(), nil, nil)
+	case errors.Is(err, records.ErrNotFound):
+		snap, err := allocator.NewSnapshot(c, clk.Now(), nil, nil)
 		if err != nil {
 			return nil, false, fmt.Errorf("building the simulated cluster: %w", err)
 		}

@@ -70,7 +70,7 @@ type Adapter struct {
 	observe func(method string, d time.Duration)
 	dedupe  bot.Deduper
 	ttl     time.Duration
-	dclock  bot.Clock
+	dclock  clock.PassiveClock
 	httpc   *http.Client
 	// pingTimeout: 0 is slack-go's default.
 	pingTimeout time.Duration
@@ -133,7 +133,7 @@ func WithObserver(f func(method string, d time.Duration)) Option {
 
 // WithDeduper drops App Home events seen within ttl by c's time
 // (commands and buttons are deduplicated by the runtime). Default: none.
-func WithDeduper(d bot.Deduper, ttl time.Duration, c bot.Clock) Option {
+func WithDeduper(d bot.Deduper, ttl time.Duration, c clock.PassiveClock) Option {
 	return func(a *Adapter) { a.dedupe, a.ttl, a.dclock = d, ttl, c }
 }
 

@@ -302,11 +302,9 @@ func (a *Adapter) private(ctx context.Context, user, channel string, msg blockki
 		a.forget(user, channel)
 	}
 	_, err := a.api.PostEphemeralContext(ctx, channel, user, slack.MsgOptionText(msg.Text, false), slack.MsgOptionBlocks(msg.Blocks...))
-	if err != nil {
-		switch err.Error() {
-		case "channel_not_found", "not_in_channel", "user_not_in_channel", "is_archived", "restricted_action":
-			return a.dm(ctx, user, msg)
-		}
+	switch slackCode(err) {
+	case "channel_not_found", "not_in_channel", "user_not_in_channel", "is_archived", "restricted_action":
+		return a.dm(ctx, user, msg)
 	}
 	return err
 }

@@ -13,10 +13,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/gpubot/gpubot/bot"
 	"github.com/gpubot/gpubot/bot/console"
@@ -24,7 +24,6 @@ import (
 	"github.com/gpubot/gpubot/digest"
 	"github.com/gpubot/gpubot/internal/config"
 	"github.com/gpubot/gpubot/simcluster"
-	"github.com/gpubot/gpubot/store"
 )
 
 // Options are what Run needs. The zero value of each optional field is a
@@ -102,18 +101,17 @@ func Run(ctx context.Context, o Options) (err error) {
 	if start.IsZero() {
 		start = time.Now().Truncate(time.Minute)
 	}
-	clock := &ManualClock{}
-	clock.Set(start)
-	sim, fresh, err := simcluster.New(ctx, cfg.Cluster(), db, clock, func(err error) bool { return errors.Is(err, store.ErrNotFound) },
+	clock := clocktesting.NewFakeClock(start)
+	sim, fresh, err := simcluster.New(ctx, cfg.Cluster(), db, clock,
 		simcluster.WithPodsReadyTimeout(cfg.Kubernetes().PodsReadyTimeout))
 	if err != nil {
 		return err
 	}
 	if !fresh {
-		clock.Set(sim.Now())
+		clock.SetTime(sim.Now())
 		if o.Start.After(sim.Now()) {
 			log.Info("resuming the simulated cluster later, as if gpubot had been stopped until then", "was", sim.Now(), "now", o.Start)
-			clock.Set(o.Start)
+			clock.SetTime(o.Start)
 		}
 	}
 	set := cfg.Settings()
@@ -194,7 +192,7 @@ type backend struct {
 	sim   *simcluster.Cluster
 	svc   *commands.Service
 	sched *digest.Scheduler
-	clock *ManualClock
+	clock *clocktesting.FakeClock
 }
 
 func (b *backend) Process(ctx context.Context, in commands.Input) {
@@ -220,7 +218,7 @@ func (b *backend) Advance(ctx context.Context, d time.Duration) error {
 		if t := b.sched.Next(); t.After(now) && t.Before(next) {
 			next, scheduled = t, true
 		}
-		b.clock.Set(next)
+		b.clock.SetTime(next)
 		// A stop only for a scheduled job (the sampler runs every 10
 		// minutes) leaves the service's time-driven work to its own
 		// stops, as before there were scheduled jobs.
@@ -249,27 +247,6 @@ func (b *backend) syncAt(ctx context.Context, observe bool) error {
 	}
 	b.rt.DeliverNow(ctx, b.sched.RunDue(ctx, b.clock.Now()))
 	return nil
-}
-
-// ManualClock is a clock that moves only when told: the console's
-// simulated time.
-type ManualClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-// Now returns the clock's time.
-func (c *ManualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-// Set moves the clock to t.
-func (c *ManualClock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
 }
 
 // DefaultDataDir is the per-user state directory:

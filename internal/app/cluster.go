@@ -71,6 +71,11 @@ func runOnCluster(ctx context.Context, o Options, cfg *config.Config, db *store.
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// Real time drives everything with a real cluster (o.Clock in tests).
+	var clk clock.WithTicker = clock.RealClock{}
+	if c, ok := o.Clock.(clock.WithTicker); ok {
+		clk = c
+	}
 	tel := newTelemetry(db)
 	br, err := k8sbridge.Dial(k8sbridge.Connection{Kubeconfig: o.Cluster.Kubeconfig, InCluster: o.Cluster.InCluster, Observe: tel.observeAPI},
 		bridgeConfig(cfg), k8sbridge.WithLogger(log), k8sbridge.WithRequests(db))
@@ -116,7 +121,7 @@ func runOnCluster(ctx context.Context, o Options, cfg *config.Config, db *store.
 		return err
 	}
 	svc, err := commands.NewService(ctx, set, commands.Deps{
-		Cluster: br, Requests: db, IDs: db, Audit: tel.audit(db), Usage: db, Clock: wallClock{},
+		Cluster: br, Requests: db, IDs: db, Audit: tel.audit(db), Usage: db, Clock: clk,
 	}, append(zombieOpts, commands.WithLogger(log), commands.WithTracker(br), commands.WithDigests(eng), commands.WithKueueView(br))...)
 	if err != nil {
 		return err
@@ -131,7 +136,7 @@ func runOnCluster(ctx context.Context, o Options, cfg *config.Config, db *store.
 		handler bot.Handler = svc
 	)
 	if o.Slack.configured() {
-		ad, handler = newSlack(o, cfg, svc, db, log, tel, clock.RealClock{})
+		ad, handler = newSlack(o, cfg, svc, db, log, tel, clk)
 		if err := ad.Check(ctx); err != nil {
 			return err
 		}
@@ -145,7 +150,7 @@ func runOnCluster(ctx context.Context, o Options, cfg *config.Config, db *store.
 		}
 		sender = con
 	}
-	rt := bot.New(handler, sender, bot.WithDeduper(db, dedupeTTL, wallClock{}), bot.WithLogger(log), bot.WithWorkers(o.Slack.workers()))
+	rt := bot.New(handler, sender, bot.WithDeduper(db, dedupeTTL, clk), bot.WithLogger(log), bot.WithWorkers(o.Slack.workers()))
 	log.Info("gpubot starting on a Kubernetes cluster", "config", cfg.Name(), "cluster", clusterName(o.Cluster), "dataDir", o.DataDir, "slack", ad != nil)
 	owned, err := br.Owned(ctx)
 	if err != nil {
@@ -162,11 +167,11 @@ func runOnCluster(ctx context.Context, o Options, cfg *config.Config, db *store.
 	rt.DeliverNow(ctx, svc.Observe(ctx, nil))
 	// Post what was missed while gpubot was down, then let robfig/cron
 	// fire the scheduled jobs in real time.
-	rt.DeliverNow(ctx, sched.RunDue(ctx, time.Now()))
+	rt.DeliverNow(ctx, sched.RunDue(ctx, clk.Now()))
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		sched.RunCron(ctx, time.Now, rt.DeliverNow)
+		sched.RunCron(ctx, clk, rt.DeliverNow)
 	}()
 	every := o.Cluster.SweepEvery
 	if every <= 0 {
@@ -174,13 +179,13 @@ func runOnCluster(ctx context.Context, o Options, cfg *config.Config, db *store.
 	}
 	go func() {
 		defer wg.Done()
-		t := time.NewTicker(every)
+		t := clk.NewTicker(every)
 		defer t.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-t.C:
+			case <-t.C():
 				rt.DeliverNow(ctx, svc.Observe(ctx, nil))
 			}
 		}
@@ -191,7 +196,7 @@ func runOnCluster(ctx context.Context, o Options, cfg *config.Config, db *store.
 		log.Info("gpubot stopped", "err", err)
 		return err
 	}
-	if err := con.Run(ctx, o.Stdin, &liveBackend{rt: rt}); err != nil {
+	if err := con.Run(ctx, o.Stdin, &liveBackend{rt: rt, clk: clk}); err != nil {
 		return fmt.Errorf("reading the console: %w", err)
 	}
 	log.Info("gpubot stopped")
@@ -205,20 +210,18 @@ func clusterName(o ClusterOptions) string {
 	return o.Kubeconfig
 }
 
-// wallClock is real time, which drives everything with a real cluster.
-type wallClock struct{}
-
-func (wallClock) Now() time.Time { return time.Now() }
-
 // liveBackend connects the console to a real cluster, where time is not
 // the console's to move.
-type liveBackend struct{ rt *bot.Runtime }
+type liveBackend struct {
+	rt  *bot.Runtime
+	clk clock.PassiveClock
+}
 
 func (b *liveBackend) Process(ctx context.Context, in commands.Input) {
 	b.rt.Process(ctx, bot.Event{Input: in})
 }
 
-func (b *liveBackend) Now() time.Time { return time.Now() }
+func (b *liveBackend) Now() time.Time { return b.clk.Now() }
 
 func (b *liveBackend) Advance(context.Context, time.Duration) error {
 	return errors.New("time is real on a Kubernetes cluster; :advance works only on the simulated cluster")

@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -89,7 +88,7 @@ func runSlackOnSim(ctx context.Context, o Options, cfg *config.Config, db *store
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	sim, fresh, err := simcluster.New(ctx, cfg.Cluster(), db, clk, func(err error) bool { return errors.Is(err, store.ErrNotFound) },
+	sim, fresh, err := simcluster.New(ctx, cfg.Cluster(), db, clk,
 		simcluster.WithPodsReadyTimeout(cfg.Kubernetes().PodsReadyTimeout))
 	if err != nil {
 		return err

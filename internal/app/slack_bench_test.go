@@ -2,7 +2,6 @@ package app_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -52,7 +51,7 @@ func seedPending(tb testing.TB, dir, cfgPath string, n int) {
 	}
 	defer db.Close()
 	clk := clocktesting.NewFakeClock(start)
-	sim, _, err := simcluster.New(ctx, cfg.Cluster(), db, clk, func(err error) bool { return errors.Is(err, store.ErrNotFound) })
+	sim, _, err := simcluster.New(ctx, cfg.Cluster(), db, clk)
 	if err != nil {
 		tb.Fatal(err)
 	}

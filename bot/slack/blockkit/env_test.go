@@ -2,12 +2,12 @@ package blockkit_test
 
 import (
 	"context"
-	"errors"
-	clocktesting "k8s.io/utils/clock/testing"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/gpubot/gpubot/commands"
 	"github.com/gpubot/gpubot/digest"
@@ -45,7 +45,7 @@ func newEnv(t *testing.T) *env {
 	}
 	t.Cleanup(func() { db.Close() })
 	e := &env{t: t, ctx: ctx, clock: clocktesting.NewFakeClock(t0), db: db}
-	e.sim, _, err = simcluster.New(ctx, cfg.Cluster(), db, e.clock, func(err error) bool { return errors.Is(err, store.ErrNotFound) })
+	e.sim, _, err = simcluster.New(ctx, cfg.Cluster(), db, e.clock)
 	if err != nil {
 		t.Fatal(err)
 	}
