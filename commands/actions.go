@@ -10,30 +10,26 @@ import (
 	"github.com/gpubot/gpubot/records"
 )
 
-// act carries out an action on one request, typed or pressed.
-func (s *Service) act(c *call, a Action) {
-	verb := string(a.Name)
+// target reads the request an action is about, answering if it cannot.
+func (s *Service) target(c *call, a Action) (records.Request, bool) {
 	r, err := s.deps.Requests.GetRequest(c.ctx, a.Request)
 	switch {
 	case errors.Is(err, ErrNotFound):
-		s.audit(c, c.who.Name, verb, a.Request, "invalid", "no such request")
+		s.audit(c, c.who.Name, string(a.Name), a.Request, "invalid", "no such request")
 		c.private(plain(fmt.Sprintf("There is no request %s. /gpu status lists yours.", a.Request)))
-		return
+		return r, false
 	case err != nil:
-		s.audit(c, c.who.Name, verb, a.Request, "error", err.Error())
+		s.audit(c, c.who.Name, string(a.Name), a.Request, "error", err.Error())
 		s.failed(c, "reading "+a.Request, err)
-		return
+		return r, false
 	}
-	if err := s.may(c.who, a.Name, r); err != nil {
-		s.audit(c, c.who.Name, verb, r.ID, "refused", err.Error())
-		c.private(plain(capitalize(err.Error()) + ". Nothing was changed."))
-		return
-	}
-	if stale := s.stale(a.Name, r); stale != "" {
-		s.audit(c, c.who.Name, verb, r.ID, "refused", "stale: "+stale)
-		c.private(plain(stale + " Nothing was changed."))
-		return
-	}
+	return r, true
+}
+
+// act carries out an action on request r, typed or pressed, once the
+// middleware has authorized it (see middleware.go).
+func (s *Service) act(c *call, a Action, r records.Request) {
+	verb := string(a.Name)
 	switch a.Name {
 	case VerbApprove:
 		s.approve(c, r)
@@ -131,8 +127,7 @@ func (s *Service) deny(c *call, r records.Request, reason string) {
 
 // stop cancels a request that has not started or releases a running one.
 func (s *Service) stop(c *call, r records.Request, verb Verb) {
-	running := r.State == records.StateRunning
-	inCluster := r.State == records.StateQueued || running
+	inCluster := r.State == records.StateQueued || r.State == records.StateRunning
 	if inCluster {
 		events, err := s.apply(c, Op{Kind: OpRemove, ID: r.ID})
 		if err != nil {
@@ -141,7 +136,12 @@ func (s *Service) stop(c *call, r records.Request, verb Verb) {
 			return
 		}
 		defer s.observe(c, events, "")
+		var ok bool
+		if r, ok = s.reread(c, r); !ok {
+			return
+		}
 	}
+	running := r.State == records.StateRunning
 	r.EndedAt = c.now
 	var msg, note string
 	if running {
@@ -187,11 +187,18 @@ func (s *Service) extend(c *call, r records.Request, d time.Duration) {
 			return
 		}
 		if err != nil {
+			if _, ok := s.reread(c, r); !ok {
+				return // it ended while the cluster was asked
+			}
 			s.audit(c, c.who.Name, "extend", r.ID, "error", err.Error())
 			s.failed(c, "extending "+r.ID, err)
 			return
 		}
 		defer s.observe(c, events, "")
+		var ok bool
+		if r, ok = s.reread(c, r); !ok {
+			return
+		}
 	}
 	r.Duration = total
 	r.EndWarned = false
@@ -209,7 +216,7 @@ func (s *Service) extend(c *call, r records.Request, d time.Duration) {
 }
 
 func (s *Service) preempt(c *call, r records.Request) {
-	snap, err := s.deps.Cluster.Snapshot(c.ctx)
+	snap, err := s.snapshot(c)
 	if err != nil {
 		s.failed(c, "reading the cluster", err)
 		return
@@ -247,6 +254,24 @@ func (s *Service) preempt(c *call, r records.Request) {
 	s.observe(c, events, "")
 	c.manualVictims = nil
 	c.private(plain(fmt.Sprintf("Preempted %s; %s is starting.", strings.Join(victims, ", "), r.ID)))
+}
+
+// reread reads r again after a cluster operation, during which (on a
+// real cluster, whose API calls are made outside the write section) the
+// cluster's events may have moved it on. If it ended meanwhile, the
+// sender is told and ok is false.
+func (s *Service) reread(c *call, r records.Request) (records.Request, bool) {
+	fresh, err := s.deps.Requests.GetRequest(c.ctx, r.ID)
+	if err != nil {
+		s.failed(c, "reading "+r.ID, err)
+		return r, false
+	}
+	if fresh.State.Final() {
+		s.audit(c, c.who.Name, "", r.ID, "refused", "stale: ended meanwhile")
+		c.private(plain(fmt.Sprintf("%s ended meanwhile: it is %s%s.", r.ID, fresh.State, s.when(fresh.EndedAt))))
+		return fresh, false
+	}
+	return fresh, true
 }
 
 // recordUsage appends r's latest stretch of GPU use to the usage log.

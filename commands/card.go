@@ -18,7 +18,7 @@ func (s *Service) card(c *call, r records.Request, snap *allocator.Snapshot) Rep
 // estimate.
 func (s *Service) cardWith(c *call, r records.Request, snap *allocator.Snapshot, est *allocator.Estimate) Reply {
 	if snap == nil && (r.State == records.StateQueued || r.State == records.StateAwaitingApproval) {
-		if sn, err := s.deps.Cluster.Snapshot(c.ctx); err == nil {
+		if sn, err := s.snapshot(c); err == nil {
 			snap = sn
 		}
 	}
@@ -158,7 +158,7 @@ func (s *Service) ifSubmitted(c *call, snap *allocator.Snapshot, r records.Reque
 			return "starts at once", true
 		}
 	}
-	e := allocator.EstimateFor(sim, r.ID, s.estimateOptions(c))
+	e := allocator.EstimateFor(sim, r.ID, s.viewOptions(c))
 	return s.estimateText(toRecord(c.now, e)), true
 }
 

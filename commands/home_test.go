@@ -1,11 +1,13 @@
 package commands_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/gpubot/gpubot/commands"
+	"github.com/gpubot/gpubot/records"
 )
 
 // TestHome: App Home shows the person's requests with state and
@@ -76,8 +78,9 @@ func TestHomeUnknownUser(t *testing.T) {
 // TestHomePanic: a failure while building the page is a reply, not a
 // crash.
 func TestHomePanic(t *testing.T) {
-	e := newEnv(t, exampleConfig(t))
-	e.cluster.panicSnapshot = true
+	lists := &panickingLists{}
+	e := newEnv(t, exampleConfig(t), withRequests(func(rs commands.RequestStore) commands.RequestStore { lists.RequestStore = rs; return lists }))
+	lists.armed = true
 	home := e.svc.Home(e.ctx, "U0ALICE")
 	if !strings.HasPrefix(home.Text, "Something went wrong on gpubot's side while building this page (ref E") {
 		t.Errorf("got %q", home.Text)
@@ -116,4 +119,17 @@ func TestFormDefaults(t *testing.T) {
 			}
 		}
 	}
+}
+
+// panickingLists is a RequestStore whose ListRequests panics once armed.
+type panickingLists struct {
+	commands.RequestStore
+	armed bool
+}
+
+func (p *panickingLists) ListRequests(ctx context.Context, keep func(records.Request) bool) ([]records.Request, error) {
+	if p.armed {
+		panic("listing exploded")
+	}
+	return p.RequestStore.ListRequests(ctx, keep)
 }

@@ -24,20 +24,31 @@ const refreshEvery = 15 * time.Minute
 
 // Observe turns what happened in the cluster into state changes and
 // thread updates, then does the time-driven work: end-of-time reminders,
-// estimate refreshes, and resubmitting requests the cluster lost.
-func (s *Service) Observe(ctx context.Context, events []allocator.Event) (outs []Output) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// Kueue's word, and bringing requests and the cluster into agreement. A
+// cluster that moves with the clock (a Stepper: the simulated one) is
+// first caught up to now, in the same write section as the records of
+// what happened. events are those a real cluster reported. Estimates are
+// marked stale when anything changed, or when they are old.
+func (s *Service) Observe(ctx context.Context, events []allocator.Event) []Output {
 	c := &call{ctx: ctx, now: s.deps.Clock.Now(), who: &Person{Name: "gpubot"}}
-	defer func() {
-		if v := recover(); v != nil {
-			s.log.Error("panic observing the cluster", "panic", fmt.Sprint(v))
-			outs = c.outs
+	chain(func(c *call) { s.observeStage(c, events) }, s.recovering("observing the cluster", nil))(c)
+	return c.outs
+}
+
+func (s *Service) observeStage(c *call, events []allocator.Event) {
+	s.enter(c)
+	defer s.leave(c)
+	c.republish = true
+	if s.stepper != nil {
+		more, err := s.stepper.Advance(c.ctx)
+		if err != nil {
+			s.log.Error("advancing the simulated cluster", "err", err)
 		}
-	}()
+		events = append(events, more...)
+	}
 	s.observe(c, events, "")
 	s.sweep(c, len(events) > 0)
-	return c.outs
+	s.estimatesDue(c.now)
 }
 
 // observe applies events to requests; skip names a request whose card the
@@ -194,7 +205,7 @@ func (s *Service) sweep(c *call, changed bool) {
 		s.log.Error("listing requests", "err", err)
 		return
 	}
-	snap, err := s.deps.Cluster.Snapshot(c.ctx)
+	snap, err := s.snapshot(c)
 	if err != nil {
 		s.log.Error("reading the cluster", "err", err)
 		return
@@ -233,9 +244,8 @@ func (s *Service) sweep(c *call, changed bool) {
 	if s.refreshKueue(c) {
 		changed = true
 	}
-	if changed || c.now.Sub(s.lastSync) >= refreshEvery {
-		s.refreshEstimates(c)
-		s.lastSync = c.now
+	if changed {
+		c.changed = true
 	}
 }
 
@@ -333,48 +343,6 @@ func (s *Service) reconcile(c *call, snap *allocator.Snapshot, active []records.
 	return changed
 }
 
-// refreshEstimates recomputes queued requests' estimates and re-posts
-// those that moved materially.
-func (s *Service) refreshEstimates(c *call) {
-	snap, err := s.deps.Cluster.Snapshot(c.ctx)
-	if err != nil {
-		s.log.Error("reading the cluster", "err", err)
-		return
-	}
-	queued, err := s.deps.Requests.ListRequests(c.ctx, func(r records.Request) bool { return r.State == records.StateQueued })
-	if err != nil || len(queued) == 0 {
-		return
-	}
-	ests := allocator.Estimates(snap, s.estimateOptions(c))
-	for _, r := range queued {
-		e, ok := ests[r.ID]
-		if !ok {
-			continue
-		}
-		if _, never := s.neverStarts(c, r.ID); never {
-			continue // Kueue cannot admit it as it is: no estimate
-		}
-		next := toRecord(c.now, e)
-		if !material(r.Estimate, next, c.now) {
-			continue
-		}
-		prev := r.Estimate
-		r.Estimate = next
-		if r.FirstEstimate == nil {
-			r.FirstEstimate = next
-		}
-		if err := s.deps.Requests.PutRequest(c.ctx, r); err != nil {
-			s.log.Error("saving estimate", "request", r.ID, "err", err)
-			continue
-		}
-		text := "New estimate: " + s.estimateText(next)
-		if prev != nil {
-			text += " (was " + s.absWindow(prev) + ")"
-		}
-		c.emit(thread(r.ID, plain(text+".")), Output{To: Destination{Kind: UpdateCard, Request: r.ID}, Reply: s.cardWith(c, r, snap, &e)})
-	}
-}
-
 // material reports whether next differs enough from prev to be posted:
 // known-ness changed, or the middle moved by more than 15 minutes and by
 // more than a quarter of the remaining wait.
@@ -444,8 +412,6 @@ func EstimateOptions(done []records.Request, horizon time.Duration) allocator.Es
 // NextWakeup is the next time after now at which the service has
 // time-driven work (an end-of-time reminder), or the zero time.
 func (s *Service) NextWakeup(ctx context.Context, now time.Time) time.Time {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	running, err := s.deps.Requests.ListRequests(ctx, func(r records.Request) bool {
 		return r.State == records.StateRunning && !r.EndWarned
 	})
@@ -466,8 +432,9 @@ func (s *Service) NextWakeup(ctx context.Context, now time.Time) time.Time {
 // returns the request IDs it gave the seeds, in order. It does nothing
 // (and returns no IDs) if any request exists already.
 func (s *Service) Seed(ctx context.Context, seeds []Seed) ([]string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	c := &call{ctx: ctx, now: s.deps.Clock.Now(), who: &Person{Name: "gpubot"}}
+	s.enter(c)
+	defer s.leave(c)
 	existing, err := s.deps.Requests.ListRequests(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("listing requests: %w", err)
@@ -475,8 +442,7 @@ func (s *Service) Seed(ctx context.Context, seeds []Seed) ([]string, error) {
 	if len(existing) > 0 {
 		return nil, nil
 	}
-	now := s.deps.Clock.Now()
-	c := &call{ctx: ctx, now: now, who: &Person{Name: "gpubot"}}
+	now := c.now
 	var ids []string
 	for _, sd := range seeds {
 		who := s.person(sd.Requester)

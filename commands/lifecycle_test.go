@@ -226,7 +226,7 @@ func TestObserveClusterPreemption(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	outs := e.svc.Observe(e.ctx, evs)
+	outs := e.observe(evs)
 	check(t, outs,
 		want{"person erin", "Your request r1 was preempted by r2 (dave, normal) and is queued again."},
 		want{"thread r1", "Preempted by r2 (dave, normal) and requeued after running 1h."},

@@ -18,7 +18,7 @@ func (s *Service) request(c *call, spec RequestSpec) {
 		c.private(plain(problem, contextBlock("Example: /gpu request 8xh100 for 4h team "+s.defaultTeam(c.who))))
 		return
 	}
-	snap, err := s.deps.Cluster.Snapshot(c.ctx)
+	snap, err := s.snapshot(c)
 	if err != nil {
 		s.failed(c, "reading the cluster", err)
 		return
@@ -85,7 +85,7 @@ func (s *Service) submit(c *call, r records.Request) {
 		s.failed(c, "reading "+r.ID, err)
 		return
 	}
-	snap, err := s.deps.Cluster.Snapshot(c.ctx)
+	snap, err := s.snapshot(c)
 	if err != nil {
 		s.failed(c, "reading the cluster", err)
 		return
@@ -96,12 +96,27 @@ func (s *Service) submit(c *call, r records.Request) {
 		if never {
 			r.KueueSaid = kueueKey(word, true)
 		} else {
-			e := allocator.EstimateFor(snap, r.ID, s.estimateOptions(c))
-			est = &e
-			posted := toRecord(c.now, e)
-			r.Estimate, r.FirstEstimate = posted, posted
-			if w, ok := s.kueueWord(c, r.ID); ok {
-				r.KueueSaid = kueueKey(w, true)
+			// Its own estimate only, computed outside the write section;
+			// meanwhile others may change it (admit it), so it is read
+			// again after.
+			opts := s.viewOptions(c)
+			var e allocator.Estimate
+			s.outside(c, func() { e = allocator.EstimateFor(snap, r.ID, opts) })
+			if r, err = s.deps.Requests.GetRequest(c.ctx, r.ID); err != nil {
+				s.failed(c, "reading "+r.ID, err)
+				return
+			}
+			if snap, err = s.snapshot(c); err != nil {
+				s.failed(c, "reading the cluster", err)
+				return
+			}
+			if r.State == records.StateQueued && r.Estimate == nil {
+				est = &e
+				posted := toRecord(c.now, e)
+				r.Estimate, r.FirstEstimate = posted, posted
+				if w, ok := s.kueueWord(c, r.ID); ok {
+					r.KueueSaid = kueueKey(w, true)
+				}
 			}
 		}
 		if err := s.deps.Requests.PutRequest(c.ctx, r); err != nil {

@@ -663,11 +663,12 @@ func TestInputsThatAreNotActions(t *testing.T) {
 }
 
 // TestHandlerPanic: a panic while handling gives the sender a plain
-// answer, is logged with its stack, and leaves the service usable.
+// answer, is logged with its stack, and leaves the service usable (the
+// write section it panicked in is left).
 func TestHandlerPanic(t *testing.T) {
 	e := newEnv(t, parse(t, small))
 	e.cluster.panicSnapshot = true
-	outs := e.do("alice", "capacity")
+	outs := e.do("alice", "request 8xh100 for 1h")
 	diff(t, "destinations", []string{"sender"}, dests(outs))
 	check(t, outs, want{"sender", "Something went wrong on gpubot's side while handling that (ref E"})
 	checkNot(t, outs, want{"sender", "snapshot exploded"}, want{"sender", "goroutine"})
@@ -691,6 +692,7 @@ func TestHandlerPanic(t *testing.T) {
 
 	e.cluster.panicSnapshot = false
 	check(t, e.do("alice", "capacity"), want{"sender", "Capacity now, per flavor."})
+	check(t, e.do("alice", "request 8xh100 for 1h"), want{"channel #nlp r1", "r1 running"})
 }
 
 func slicesContains[T comparable](xs []T, x T) bool {

@@ -90,9 +90,9 @@ func (s *Service) track(c *call, namespace, job string) {
 // followed like any request. Workloads whose ID the store has are left
 // alone. It returns the cards to post.
 func (s *Service) Adopt(ctx context.Context, ws []Tracked) []Output {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	c := &call{ctx: ctx, now: s.deps.Clock.Now(), who: &Person{Name: "gpubot"}}
+	s.enter(c)
+	defer s.leave(c)
 	for _, t := range ws {
 		if t.ID == "" {
 			continue

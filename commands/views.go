@@ -76,12 +76,12 @@ func (s *Service) statusWhen(r records.Request) string {
 
 // queueView lists pending work in admission order.
 func (s *Service) queueView(c *call, team, flavor string) {
-	snap, err := s.deps.Cluster.Snapshot(c.ctx)
+	snap, err := s.snapshot(c)
 	if err != nil {
 		s.failed(c, "reading the cluster", err)
 		return
 	}
-	ests := allocator.Estimates(snap, s.estimateOptions(c))
+	ests := s.view().ests // the latest; a request they do not know yet shows its posted one
 	var rows [][]string
 	counts := map[allocator.Reason]int{}
 	n := 0
@@ -99,8 +99,13 @@ func (s *Service) queueView(c *call, team, flavor string) {
 			continue
 		}
 		n++
-		e := ests[id]
-		why, starts, says := string(e.Reason), s.estimateWindow(toRecord(c.now, e)), ""
+		e, estimated := ests[id]
+		posted := toRecord(c.now, e)
+		if !estimated {
+			posted = r.Estimate
+			e.Reason = snap.Diagnose(id)
+		}
+		why, starts, says := string(e.Reason), s.estimateWindow(posted), ""
 		if word, ok := s.kueueWord(c, id); ok {
 			says = clip(strings.TrimPrefix(word.Plain, "Kueue "), 90)
 			if word.Never {
@@ -207,7 +212,7 @@ func policyWords(p allocator.Policy) string {
 
 // capacity shows per-flavor capacity and fragmentation.
 func (s *Service) capacity(c *call) {
-	snap, err := s.deps.Cluster.Snapshot(c.ctx)
+	snap, err := s.snapshot(c)
 	if err != nil {
 		s.failed(c, "reading the cluster", err)
 		return
@@ -361,7 +366,7 @@ func (s *Service) usage(c *call, team string, days int) {
 			total += h
 		}
 	}
-	snap, err := s.deps.Cluster.Snapshot(c.ctx)
+	snap, err := s.snapshot(c)
 	if err != nil {
 		s.failed(c, "reading the cluster", err)
 		return

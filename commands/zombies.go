@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -103,30 +102,29 @@ const (
 // timeline. It is the body of the zombie sweep (zombies.schedule); the
 // outputs are for the bot runtime to deliver. Without WithZombies it does
 // nothing.
-func (s *Service) Sweep(ctx context.Context, now time.Time) (outs []Output) {
+func (s *Service) Sweep(ctx context.Context, now time.Time) []Output {
 	if s.zombies == nil {
 		return nil
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.zmu.Lock()
+	defer s.zmu.Unlock()
 	c := &call{ctx: ctx, now: now, who: &Person{Name: "gpubot"}}
-	defer func() {
-		if v := recover(); v != nil {
-			s.log.Error("panic sweeping for zombies", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-		}
-		// A sweep has no sender to answer.
-		outs = slices.DeleteFunc(slices.Clone(c.outs), func(o Output) bool { return o.To.Kind == ToSender })
-	}()
-	s.sweepZombies(c)
-	if c.changed {
-		s.refreshEstimates(c)
-		s.lastSync = c.now
-	}
-	return nil // set by the deferred function
+	chain(s.sweepZombies, s.recovering("sweeping for zombies", nil))(c)
+	// A sweep has no sender to answer.
+	return slices.DeleteFunc(slices.Clone(c.outs), func(o Output) bool { return o.To.Kind == ToSender })
 }
 
+// sweepZombies measures GPU use outside the write section (a Prometheus
+// query), then decides in it, on the requests as they are then.
 func (s *Service) sweepZombies(c *call) {
 	pol := s.set.Zombies
+	subjects, _, ok := s.subjects(c)
+	if !ok {
+		return
+	}
+	util, utilOK := s.measure(c, subjects)
+	s.enter(c)
+	defer s.leave(c)
 	subjects, othersOK, ok := s.subjects(c)
 	if !ok {
 		return
@@ -136,7 +134,6 @@ func (s *Service) sweepZombies(c *call) {
 		s.log.Error("listing zombies", "err", err)
 		return
 	}
-	util, utilOK := s.measure(c, subjects)
 	open := map[string]records.Zombie{}
 	for _, z := range recent {
 		if z.Outcome == records.ZombieOpen {
@@ -207,7 +204,7 @@ func (s *Service) subjects(c *call) (out map[string]subject, othersOK, ok bool) 
 		s.log.Error("listing running requests for the zombie sweep", "err", err)
 		return nil, false, false
 	}
-	snap, err := s.deps.Cluster.Snapshot(c.ctx)
+	snap, err := s.snapshot(c)
 	if err != nil {
 		s.log.Error("reading the cluster for the zombie sweep", "err", err)
 		return nil, false, false

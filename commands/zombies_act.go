@@ -68,6 +68,11 @@ func (s *Service) escalate(c *call, z records.Zombie, sub subject) {
 	if !pol.Release || c.now.Before(z.LeadsToldAt.Add(pol.ReleaseGrace)) || s.whyNotRelease(z, sub) != "" {
 		return
 	}
+	unlock, free := s.tryRequest(c, sub.req.ID)
+	if !free {
+		return // someone is acting on it: the next sweep looks again
+	}
+	defer unlock()
 	r, err := s.deps.Requests.GetRequest(c.ctx, sub.req.ID)
 	if err != nil || r.State != records.StateRunning {
 		return

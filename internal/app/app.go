@@ -195,8 +195,11 @@ type backend struct {
 	clock *clocktesting.FakeClock
 }
 
+// Process handles one line, then lets the estimates settle, so that
+// their posts come after its replies, as in a transcript.
 func (b *backend) Process(ctx context.Context, in commands.Input) {
 	b.rt.Process(ctx, bot.Event{Input: in})
+	b.rt.DeliverNow(ctx, b.svc.Settle(ctx))
 }
 
 func (b *backend) Now() time.Time { return b.clock.Now() }
@@ -235,17 +238,16 @@ func (b *backend) Advance(ctx context.Context, d time.Duration) error {
 // runs the scheduled jobs that are due.
 func (b *backend) sync(ctx context.Context) error { return b.syncAt(ctx, true) }
 
-// syncAt is sync; unless observe, the service sees only cluster events
-// (if any), not a sweep of its own.
+// syncAt is sync; unless observe, the service looks only if something
+// happens in the cluster by now, and does no sweep of its own otherwise.
+// The service catches the simulated cluster up itself (Observe), in the
+// same step as its records of what happened.
 func (b *backend) syncAt(ctx context.Context, observe bool) error {
-	events, err := b.sim.Advance(ctx)
-	if err != nil {
-		return fmt.Errorf("advancing the simulated cluster: %w", err)
-	}
-	if observe || len(events) > 0 {
-		b.rt.DeliverNow(ctx, b.svc.Observe(ctx, events))
+	if t := b.sim.NextEvent(); observe || (!t.IsZero() && !t.After(b.clock.Now())) {
+		b.rt.DeliverNow(ctx, b.svc.Observe(ctx, nil))
 	}
 	b.rt.DeliverNow(ctx, b.sched.RunDue(ctx, b.clock.Now()))
+	b.rt.DeliverNow(ctx, b.svc.Settle(ctx))
 	return nil
 }
 

@@ -157,12 +157,16 @@ func runOnCluster(ctx context.Context, o Options, cfg *config.Config, db *store.
 		return err
 	}
 	rt.DeliverNow(ctx, svc.Adopt(ctx, owned))
-	wg.Add(2)
+	wg.Add(3)
 	go func() {
 		defer wg.Done()
 		br.Run(ctx, func(ctx context.Context, evs []allocator.Event) {
 			rt.DeliverNow(ctx, svc.Observe(ctx, evs))
 		})
+	}()
+	go func() {
+		defer wg.Done()
+		svc.RunEstimates(ctx, rt.DeliverNow)
 	}()
 	rt.DeliverNow(ctx, svc.Observe(ctx, nil))
 	// Post what was missed while gpubot was down, then let robfig/cron

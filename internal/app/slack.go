@@ -136,10 +136,14 @@ func runSlackOnSim(ctx context.Context, o Options, cfg *config.Config, db *store
 	if every <= 0 {
 		every = 30 * time.Second
 	}
-	wg.Add(1)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		driveSim(ctx, clk, sim, svc, sched, rt, every, log)
+	}()
+	go func() {
+		defer wg.Done()
+		svc.RunEstimates(ctx, rt.Deliver)
 	}()
 	err = ad.Run(ctx, rt)
 	log.Info("gpubot stopped", "err", err)
@@ -163,11 +167,7 @@ func startRuntime(ctx context.Context, rt *bot.Runtime, wg *sync.WaitGroup) {
 func driveSim(ctx context.Context, clk clock.Clock, sim *simcluster.Cluster, svc *commands.Service, sched *digest.Scheduler, rt *bot.Runtime, every time.Duration, log *slog.Logger) {
 	for ctx.Err() == nil {
 		now := clk.Now()
-		events, err := sim.Advance(ctx)
-		if err != nil {
-			log.Error("advancing the simulated cluster", "err", err)
-		}
-		rt.DeliverNow(ctx, svc.Observe(ctx, events))
+		rt.DeliverNow(ctx, svc.Observe(ctx, nil)) // catches the simulated cluster up
 		rt.DeliverNow(ctx, sched.RunDue(ctx, now))
 		next := now.Add(every)
 		if t := sim.NextEvent(); t.After(now) && t.Before(next) {

@@ -67,12 +67,12 @@ func newEnv(t *testing.T) *env {
 
 // do handles a typed command.
 func (e *env) do(user, text string) []commands.Output {
-	return e.svc.Handle(e.ctx, commands.Input{User: user, Text: text})
+	return append(e.svc.Handle(e.ctx, commands.Input{User: user, Text: text}), e.svc.Settle(e.ctx)...)
 }
 
 // press handles a button press.
 func (e *env) press(user string, verb commands.Verb, id, arg string) []commands.Output {
-	return e.svc.Handle(e.ctx, commands.Input{User: user, Action: &commands.Action{Name: verb, Request: id, Arg: arg}})
+	return append(e.svc.Handle(e.ctx, commands.Input{User: user, Action: &commands.Action{Name: verb, Request: id, Arg: arg}}), e.svc.Settle(e.ctx)...)
 }
 
 // advance moves time by d, stopping at every cluster event and service
@@ -90,11 +90,8 @@ func (e *env) advance(d time.Duration) []commands.Output {
 			next = t
 		}
 		e.clock.SetTime(next)
-		evs, err := e.sim.Advance(e.ctx)
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		outs = append(outs, e.svc.Observe(e.ctx, evs)...)
+		outs = append(outs, e.svc.Observe(e.ctx, nil)...)
+		outs = append(outs, e.svc.Settle(e.ctx)...)
 		if !next.Before(target) {
 			return outs
 		}
