@@ -96,6 +96,25 @@ type Run struct {
 // the caller of RunDue) or an error, after which the run is retried.
 type Job func(ctx context.Context, run Run) ([]commands.Output, error)
 
+// JobWrapper decorates a Job (robfig/cron's model).
+type JobWrapper func(Job) Job
+
+// Recover turns a panic in a job into an error (after which the run is
+// retried), logged with its stack. Add wraps every job in it.
+func Recover(log *slog.Logger) JobWrapper {
+	return func(job Job) Job {
+		return func(ctx context.Context, run Run) (outs []commands.Output, err error) {
+			defer func() {
+				if v := recover(); v != nil {
+					log.Error("panic in scheduled job", "job", run.Job, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+					outs, err = nil, fmt.Errorf("panic: %v", v)
+				}
+			}()
+			return job(ctx, run)
+		}
+	}
+}
+
 // Func makes a Job of a plain body of now that posts nothing.
 func Func(f func(ctx context.Context, now time.Time) error) Job {
 	return func(ctx context.Context, run Run) ([]commands.Output, error) { return nil, f(ctx, run.Now) }
@@ -190,7 +209,7 @@ func (s *Scheduler) Add(name string, sch Schedule, job Job) error {
 			return fmt.Errorf("adding scheduled job %s: a job of that name exists", name)
 		}
 	}
-	s.jobs = append(s.jobs, &entry{name: name, sched: sch, job: job})
+	s.jobs = append(s.jobs, &entry{name: name, sched: sch, job: Recover(s.log)(job)})
 	return nil
 }
 
@@ -304,7 +323,7 @@ func (s *Scheduler) runEntry(ctx context.Context, e *entry, now time.Time) []com
 	if missed > 0 {
 		s.log.Warn("scheduled runs missed (gpubot was not running, or its clock jumped); running the latest only", "job", e.name, "missed", missed, "due", due)
 	}
-	outs, err := s.call(ctx, e, run)
+	outs, err := e.job(ctx, run)
 	rec := records.JobRun{Job: e.name, Due: due, At: now, Late: run.Late}
 	if err != nil {
 		e.failed++
@@ -328,15 +347,4 @@ func (s *Scheduler) runEntry(ctx context.Context, e *entry, now time.Time) []com
 		s.log.Info("scheduled job ran late", "job", e.name, "due", due, "at", now)
 	}
 	return outs
-}
-
-// call runs e's body, turning a panic into an error.
-func (s *Scheduler) call(ctx context.Context, e *entry, run Run) (outs []commands.Output, err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			s.log.Error("panic in scheduled job", "job", e.name, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-			outs, err = nil, fmt.Errorf("panic: %v", v)
-		}
-	}()
-	return e.job(ctx, run)
 }
