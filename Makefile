@@ -3,17 +3,23 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 LDFLAGS := -X main.version=$(VERSION)
 PKGS    := ./...
+# The one image name, as in README, deploy/base and deploy/helm.
+IMAGE   ?= ghcr.io/gpubot/gpubot
 
-.PHONY: help run build test vet fmt-check bench fuzz clean k8s-assets prometheus-assets dev-cluster dev-cluster-down
+.PHONY: help run build image test vet fmt-check bench fuzz clean k8s-assets prometheus-assets dev-cluster dev-cluster-down
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{ t[NR] = $$1; d[NR] = $$2; if (length($$1) > w) w = length($$1) } \
+		END { for (i = 1; i <= NR; i++) if (i in t) printf "  %-*s  %s\n", w, t[i], d[i] }'
 
 run: ## run the bot on its embedded default: console chat, simulated cluster, local bbolt file
 	$(GO) run -ldflags "$(LDFLAGS)" ./cmd/gpubot console $(ARGS)
 
 build: ## build bin/gpubot
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/gpubot ./cmd/gpubot
+
+image: ## build the container image ghcr.io/gpubot/gpubot:<git describe> from Dockerfile (needs Docker or a compatible builder)
+	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE):$(VERSION) .
 
 test: fmt-check vet k8s-assets prometheus-assets ## run every check CI runs: gofmt, go vet, all tests with the race detector (GPUBOT_SKIP_K8S=1 skips the Kubernetes integration tests, GPUBOT_SKIP_PROMETHEUS=1 the Prometheus ones)
 	$(GO) test -race -count=1 -timeout 30m $(PKGS)
@@ -32,10 +38,10 @@ dev-cluster: ## start a local Kubernetes + Kueue cluster with fake GPU nodes; pr
 dev-cluster-down: ## stop the local cluster
 	@hack/dev-cluster.sh down
 
-vet:
+vet: ## go vet every package
 	$(GO) vet $(PKGS)
 
-fmt-check:
+fmt-check: ## fail if gofmt would change a file
 	@out=$$(gofmt -l .); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 

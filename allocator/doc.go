@@ -108,12 +108,25 @@
 // integral with half-life H (DecayUsage). Advance accrues it in both
 // modes, so that Standing is always meaningful.
 //
-// Estimates simulates the future twice on clones, with every queue's
-// runtimes at the low and at the high end of its Range (fraction of the
-// requested Duration): at each end, the workload finishes and a cycle
-// runs. A workload's estimate is its first admission in each run. Both
-// runs stop once every pending workload has been admitted, at the horizon,
-// or when nothing is left to end. EstimateFor stops at its target.
+// Estimates simulates the future twice on clones, with every workload's
+// runtime at the low and at the high end of its Range (fraction of the
+// requested Duration; its own from EstimateOptions.Workloads, else its
+// queue's): at each end, the workload finishes and a cycle runs. Ends
+// are rounded up onto a grid, a Step (a second) apart near Now and about
+// 1/32 of how far ahead beyond (roundEnd), so that ends close together
+// take one cycle. A workload's estimate is its first admission in each
+// run; its Latest is then stretched for the arrivals that would go first
+// (EstimateOptions.Arrivals). Both runs stop once every pending workload
+// has been admitted, at the horizon, or when nothing is left to end.
+// EstimateFor stops at its target. An Estimator keeps the last result and
+// recomputes only when the state or the options changed.
+//
+// The ranges are learned by pure functions of the caller's records:
+// LearnRuntimes (actual/requested per team and template, with broader
+// levels as priors; RangeAfter for a run already under way) and
+// LearnArrivals (the load of recent arrivals per queue and priority);
+// ScoreEstimates scores posted ranges against starts (coverage, width,
+// error, interval score).
 //
 // # Caveats
 //
@@ -159,8 +172,13 @@
 //     queue could ever have by quota, or a topology no domain can meet)
 //     never triggers preemption and is never admitted; Diagnose still
 //     names the closest reason.
-//   - Estimates assume no new work arrives and runtimes are the factor
-//     times the requested Duration; a workload with Duration 0 never ends
+//   - Estimates' simulations take no new work: arrivals only stretch
+//     Latest afterwards, by 1/(1−ρ) with ρ the load of the work that
+//     would go first over the workload's flavors' GPUs (at most
+//     MaxArrivalShare), not by simulating them. Runtimes are the factor
+//     times the requested Duration, ends rounded up onto the grid (so a
+//     start can be late by up to a Step, or 1/32 of how far ahead it
+//     is, per end it waits for); a workload with Duration 0 never ends
 //     within the horizon, and nothing at or after the horizon happens.
 //     A run that does not admit a workload counts as the horizon in its
 //     range.
@@ -173,6 +191,10 @@
 // pending workloads, because workloads with the same requirements fit or
 // fail together; preemption searches are pruned by shadows, kept up to
 // date, of what would be free without each candidate set (shadow.go).
-// Tests hold the cycle to its plain definition (reference_test.go). See
-// BENCHMARKS.txt for figures.
+// Tests hold the cycle to its plain definition (reference_test.go). An
+// estimate simulation costs its cycles (a few hundred on the grid) plus
+// its admissions and preemptions, which dominate. The Estimator's
+// fingerprint costs a pass over the workloads; a change of any kind,
+// the time included, means a full recomputation (there is no partial
+// one). See BENCHMARKS.txt for figures.
 package allocator

@@ -22,8 +22,83 @@ type EstimateOptions struct {
 	// NaN bounds count as DefaultRange's, bounds above 1000 as 1000;
 	// Low > High are swapped.
 	Factors map[string]Range
+	// Workloads gives ranges per workload ID (learned per team and
+	// template, see RuntimeModel), cleaned as Factors; they take
+	// precedence over the queue's.
+	Workloads map[string]Range
+	// Arrivals is the load of work yet to arrive (LearnArrivals). While
+	// a workload waits, arriving work that goes before it (of a higher
+	// priority; in FairSharing mode also of its priority from a queue
+	// whose share is lower than its queue's now) delays it: its Latest is
+	// stretched from Now by 1/(1−ρ), ρ the load of that work over the
+	// GPUs of the workload's flavors, at most MaxArrivalShare. Nil means
+	// none arrives.
+	Arrivals []ArrivalRate
 	// Horizon stops the simulation at Now+Horizon; 0 means DefaultHorizon.
 	Horizon time.Duration
+	// Step is the simulations' finest resolution: every simulated end is
+	// rounded up onto a grid after Now whose spacing is Step for the next
+	// 32 Steps and about 1/32 of how far ahead beyond (roundEnd), so
+	// that ends close together are taken in one cycle. 0 means
+	// DefaultStep; negative means none (every end at its own time).
+	Step time.Duration
+}
+
+// MaxArrivalShare caps the share of the GPUs that arriving work going
+// first is taken to claim (EstimateOptions.Arrivals): Latest is
+// stretched by at most 1/(1−MaxArrivalShare), about 6.7 times. (Chosen
+// on the simulator's traces, see BENCHMARKS.md.)
+const MaxArrivalShare = 0.85
+
+// DefaultStep is the estimates' default finest resolution: a second
+// (ends further ahead are rounded more coarsely, see roundEnd).
+const DefaultStep = time.Second
+
+// relResolution is the estimates' resolution relative to how far ahead
+// an end is: an end Δ after Now is rounded to 1/relResolution of Δ at
+// most (see roundEnd).
+const relResolution = 32
+
+// roundEnd rounds an end t up onto the simulation's grid: with Δ = t −
+// now, up to a multiple of u, the largest of step × 1, 2, 5, 10, 15, 30,
+// 60, 120, 300, 600, 900, 1800, 3600, 7200, … (doubling from there) that
+// is at most max(step, Δ/relResolution). So ends within the next
+// relResolution steps keep the step's resolution, further ones are off by
+// less than 1/relResolution of how far ahead they are, and round figures
+// stay round (with a one-second step: seconds, then 5s, 10s, …, 5m, 10m,
+// 15m, 30m, 1h; 3h30m stays 3h30m). Ends at or before now, and step 0,
+// are left alone.
+func roundEnd(now, t time.Time, step time.Duration) time.Time {
+	d := t.Sub(now)
+	if step <= 0 || d <= 0 {
+		return t
+	}
+	u := step
+	for i := 0; ; i++ {
+		next := 2 * u
+		if i < len(niceSteps) {
+			next = niceSteps[i] * step
+		}
+		if next > d/relResolution {
+			break
+		}
+		u = next
+	}
+	return now.Add((d + u - 1) / u * u)
+}
+
+// niceSteps are the multiples of the step that roundEnd uses before
+// doubling.
+var niceSteps = []time.Duration{2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600}
+
+func step(opts EstimateOptions) time.Duration {
+	switch {
+	case opts.Step < 0:
+		return 0
+	case opts.Step == 0:
+		return DefaultStep
+	}
+	return opts.Step
 }
 
 // Estimate is when a pending workload is expected to be admitted.
@@ -73,7 +148,7 @@ func Estimates(s *Snapshot, opts EstimateOptions) map[string]Estimate {
 			r = s.diagnoseSlot(slot)
 			reasons[cls] = r
 		}
-		e := s.estimate(slot, low[i], high[i], end, ahead[i], higher[i], r)
+		e := s.estimate(slot, low[i], high[i], end, ahead[i], higher[i], r, opts.Arrivals)
 		out[e.ID] = e
 	}
 	return out
@@ -105,10 +180,10 @@ func EstimateFor(s *Snapshot, id string, opts EstimateOptions) Estimate {
 			higher++
 		}
 	}
-	return s.estimate(slot, low[0], high[0], s.now.Add(horizon(opts)), ahead, higher, s.diagnoseSlot(slot))
+	return s.estimate(slot, low[0], high[0], s.now.Add(horizon(opts)), ahead, higher, s.diagnoseSlot(slot), opts.Arrivals)
 }
 
-func (s *Snapshot) estimate(slot int32, low, high simStart, end time.Time, ahead, higher int, r Reason) Estimate {
+func (s *Snapshot) estimate(slot int32, low, high simStart, end time.Time, ahead, higher int, r Reason, arrivals []ArrivalRate) Estimate {
 	e := Estimate{ID: s.ws[slot].w.ID, Position: 1 + ahead, Ahead: ahead, AheadHigherPriority: higher, Reason: r}
 	if higher > 0 {
 		e.Reason = ReasonPriority
@@ -128,7 +203,46 @@ func (s *Snapshot) estimate(slot int32, low, high simStart, end time.Time, ahead
 	}
 	e.Known = true
 	e.Earliest, e.Latest = maxTime(a, s.now), maxTime(b, s.now)
+	if st := s.arrivalStretch(slot, arrivals); st > 1 && e.Latest.After(s.now) {
+		e.Latest = s.now.Add(time.Duration(float64(e.Latest.Sub(s.now)) * st))
+	}
 	return e
+}
+
+// arrivalStretch is the factor by which arriving work that goes before
+// slot's workload stretches its wait.
+func (s *Snapshot) arrivalStretch(slot int32, arrivals []ArrivalRate) float64 {
+	if len(arrivals) == 0 || s.ix.fcfs {
+		return 1
+	}
+	x := &s.ws[slot]
+	mine := s.share(int(x.q))
+	load := 0.0
+	for _, a := range arrivals {
+		if !(a.GPUs > 0) || math.IsInf(a.GPUs, 0) {
+			continue
+		}
+		before := a.Priority > x.w.Priority
+		if !before && s.ix.fair && a.Priority == x.w.Priority {
+			if q, ok := s.ix.queueIdx[a.Queue]; ok && q != int(x.q) && s.share(q) < mine {
+				before = true
+			}
+		}
+		if before {
+			load += a.GPUs
+		}
+	}
+	if load <= 0 {
+		return 1
+	}
+	gpus := 0
+	for _, c := range s.classes[x.cls].cands {
+		gpus += s.ix.flavors[c.f].total
+	}
+	if gpus == 0 {
+		return 1
+	}
+	return 1 / (1 - min(MaxArrivalShare, load/float64(gpus)))
 }
 
 func horizon(opts EstimateOptions) time.Duration {
@@ -174,6 +288,7 @@ type simStart struct {
 // target's first admission time.
 func (s *Snapshot) simulate(opts EstimateOptions, high bool, targets []int32) []simStart {
 	c := s.Clone()
+	c.lean = true
 	factor := make([]float64, len(s.ix.queues))
 	for q, qi := range s.ix.queues {
 		r, ok := opts.Factors[qi.name]
@@ -186,13 +301,29 @@ func (s *Snapshot) simulate(opts EstimateOptions, high bool, targets []int32) []
 			factor[q] = r.High
 		}
 	}
+	st := step(opts)
+	var own map[string]float64 // per workload, from opts.Workloads
+	if len(opts.Workloads) > 0 {
+		own = make(map[string]float64, len(opts.Workloads))
+		for id, r := range opts.Workloads {
+			r = r.clean()
+			own[id] = r.Low
+			if high {
+				own[id] = r.High
+			}
+		}
+	}
 	endOf := func(slot int32) (time.Time, bool) {
 		x := &c.ws[slot]
-		d := float64(x.w.Duration) * factor[x.q]
+		f, ok := own[x.w.ID]
+		if !ok {
+			f = factor[x.q]
+		}
+		d := float64(x.w.Duration) * f
 		if x.w.Duration <= 0 || d > float64(100*365*24*time.Hour) {
 			return time.Time{}, false
 		}
-		return x.w.Admission.At.Add(time.Duration(d)), true
+		return roundEnd(s.now, x.w.Admission.At.Add(time.Duration(d)), st), true
 	}
 	idx := make([]int32, len(c.ws))
 	for i := range idx {

@@ -247,6 +247,8 @@ type scratch struct {
 	dom        []int
 	u          []int // greedyFits: usage per queue
 	pos        []int // greedyFits: merge positions
+	visited    []int32
+	own        []int32 // getTargets: the queue's own candidates
 	domHave    []int
 	domSeen    []bool
 	domTouched []int

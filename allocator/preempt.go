@@ -105,7 +105,9 @@ func (s *Snapshot) getTargets(slot int32, i int) []int32 {
 	if !s.fitsWithout(q, &x.w, x.w.Topology, c, reclaim) {
 		return nil
 	}
-	var own []int32
+	sc := s.scratchBuf()
+	own := sc.own[:0]
+	defer func() { sc.own = own[:0] }()
 	if qi.within != polNever {
 		for _, v := range s.adm[q][f].slots {
 			w := &s.ws[v].w
@@ -141,7 +143,12 @@ func (s *Snapshot) getTargets(slot int32, i int) []int32 {
 	}
 	// Reclaim without borrowing: run the removal on scratch counts first
 	// (it succeeds iff the search does), then the search for the set.
-	if s.greedyFits(q, x.w.GPUs, x.w.Topology, c, lists, own) {
+	if visited, ok := s.greedyFits(q, x.w.GPUs, x.w.Topology, c, lists, own); ok {
+		// The search removes candidates in the same order and stops at
+		// the same point: the candidates greedyFits visited suffice.
+		if v := s.minimalSet(slot, c, visited, false); len(v) > 0 {
+			return v
+		}
 		return s.minimalSet(slot, c, append(s.mergeVictims(lists), own...), false)
 	}
 	// Own workloads only, borrowing allowed.
@@ -174,8 +181,9 @@ func (s *Snapshot) othersHaveCandidates(q, f int, p int32) bool {
 // queues' workloads only while their queue borrows; no borrowing for the
 // preemptor) on scratch counts, over lists merged in victim order and
 // then own, and reports whether gpus GPUs of queue q fit on c at some
-// point. s is unchanged.
-func (s *Snapshot) greedyFits(q, gpus int, topo Level, c cand, lists [][]int32, own []int32) bool {
+// point, and the candidates it removed up to there, in order (in a
+// scratch buffer, valid until the next call). s is unchanged.
+func (s *Snapshot) greedyFits(q, gpus int, topo Level, c cand, lists [][]int32, own []int32) ([]int32, bool) {
 	f, pods, k := int(c.f), int(c.pods), int(c.per)
 	sc := s.liftScratch()
 	defer s.unlift(sc)
@@ -222,6 +230,8 @@ func (s *Snapshot) greedyFits(q, gpus int, topo Level, c cand, lists [][]int32, 
 	}
 	sc.pos = pos
 	ownAt := 0
+	visited := sc.visited[:0]
+	defer func() { sc.visited = visited[:0] }()
 	for {
 		// Next victim: the first of the merged lists, then own.
 		best := -1
@@ -242,8 +252,9 @@ func (s *Snapshot) greedyFits(q, gpus int, topo Level, c cand, lists [][]int32, 
 			v = own[ownAt]
 			ownAt++
 		default:
-			return false
+			return nil, false
 		}
+		visited = append(visited, v)
 		x := &s.ws[v]
 		r := int(x.q)
 		g := x.w.GPUs
@@ -293,7 +304,7 @@ func (s *Snapshot) greedyFits(q, gpus int, topo Level, c cand, lists [][]int32, 
 			placed = maxFree >= pods*k
 		}
 		if placed && sc.u[q]+gpus <= nominal && gpus <= s.availableWith(q, f, sc.u[q], freed) {
-			return true
+			return visited, true
 		}
 	}
 }

@@ -223,15 +223,27 @@ func (s *Snapshot) advance(cy *cycleState, c int32) {
 	cl := &s.classes[c]
 	sh := s.share(int(cl.key.q))
 	rest := cl.members[cy.cursor[c]:]
-	i, _ := slices.BinarySearchFunc(rest, cy.cur, func(m int32, cur orderKey) int {
+	passed := func(m int32) bool {
 		w := &s.ws[m].w
 		k := orderKey{prio: s.oprio(w), share: sh, created: w.Created, id: w.ID}
-		if cmpKey(&k, &cur) <= 0 {
-			return -1
+		return cmpKey(&k, &cy.cur) <= 0
+	}
+	// Usually few members have been passed: gallop from the cursor, then
+	// search between the last passed probe and the first unpassed one.
+	lo, hi := 0, 1
+	for hi <= len(rest) && passed(rest[hi-1]) {
+		lo, hi = hi, 2*hi
+	}
+	hi = min(hi-1, len(rest))
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if passed(rest[m]) {
+			lo = m + 1
+		} else {
+			hi = m
 		}
-		return 1
-	})
-	cy.cursor[c] += int32(i)
+	}
+	cy.cursor[c] += int32(lo)
 }
 
 // undrop makes skipped classes eligible again after the state changed in
@@ -268,7 +280,11 @@ func (s *Snapshot) fitClass(cands []cand, gpus, q int, topo Level, id string) (c
 }
 
 func (s *Snapshot) newAdmission(f int, nodes []int32) *Admission {
-	a := &Admission{Flavor: s.ix.flavors[f].name, At: s.now, Nodes: make([]string, len(nodes))}
+	a := &Admission{Flavor: s.ix.flavors[f].name, At: s.now}
+	if s.lean {
+		return a
+	}
+	a.Nodes = make([]string, len(nodes))
 	for i, n := range nodes {
 		a.Nodes[i] = s.ix.nodes[n].name
 	}

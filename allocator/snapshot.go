@@ -51,6 +51,9 @@ type Snapshot struct {
 	cycleNo    uint64
 
 	scratch *scratch // reusable buffers; not state, not cloned
+	// lean is set on the private clones estimates simulate on: nobody
+	// reads their admissions' node names, so they are not made.
+	lean bool
 }
 
 // wl is one workload slot.

@@ -1,9 +1,7 @@
 package allocator
 
 import (
-	"container/heap"
 	"math"
-	"strings"
 	"time"
 )
 
@@ -74,20 +72,60 @@ type ending struct {
 
 type endHeap []ending
 
-func (h endHeap) Len() int { return len(h) }
-func (h endHeap) Less(i, j int) bool {
+func (h endHeap) less(i, j int) bool {
 	if c := h[i].at.Compare(h[j].at); c != 0 {
 		return c < 0
 	}
-	return strings.Compare(h[i].id, h[j].id) < 0
+	return h[i].id < h[j].id
 }
-func (h endHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *endHeap) Push(x any)   { *h = append(*h, x.(ending)) }
-func (h *endHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
+
+// init, push and pop are container/heap's, typed (no boxing).
+func (h endHeap) init() {
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		h.down(i)
+	}
+}
+
+func (h *endHeap) push(e ending) {
+	*h = append(*h, e)
+	hh := *h
+	for i := len(hh) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !hh.less(i, p) {
+			break
+		}
+		hh[i], hh[p] = hh[p], hh[i]
+		i = p
+	}
+}
+
+func (h *endHeap) pop() ending {
+	hh := *h
+	n := len(hh) - 1
+	hh[0], hh[n] = hh[n], hh[0]
+	e := hh[n]
+	hh[n] = ending{}
+	*h = hh[:n]
+	h.down(0)
+	return e
+}
+
+func (h endHeap) down(i int) {
+	for {
+		l := 2*i + 1
+		if l >= len(h) {
+			return
+		}
+		m := l
+		if r := l + 1; r < len(h) && h.less(r, l) {
+			m = r
+		}
+		if !h.less(m, i) {
+			return
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
 }
 
 func (s *Snapshot) current(e ending) bool {
@@ -107,7 +145,11 @@ func (s *Snapshot) run(until time.Time, strict bool, endOf func(slot int32) (tim
 
 // endings returns the heap of the admitted workloads' ends.
 func (s *Snapshot) endings(endOf func(slot int32) (time.Time, bool)) endHeap {
-	h := endHeap{}
+	admitted := len(s.byID)
+	for _, n := range s.nPending {
+		admitted -= n
+	}
+	h := make(endHeap, 0, max(0, admitted))
 	for slot := range s.ws {
 		x := &s.ws[slot]
 		if !x.live || x.fl < 0 {
@@ -117,7 +159,7 @@ func (s *Snapshot) endings(endOf func(slot int32) (time.Time, bool)) endHeap {
 			h = append(h, ending{at: maxTime(t, s.now), slot: int32(slot), adm: x.w.Admission, id: x.w.ID})
 		}
 	}
-	heap.Init(&h)
+	h.init()
 	return h
 }
 
@@ -128,7 +170,7 @@ func (s *Snapshot) pushEnd(h *endHeap, endOf func(slot int32) (time.Time, bool),
 		return
 	}
 	x := &s.ws[slot]
-	heap.Push(h, ending{at: maxTime(t, s.now), slot: slot, adm: x.w.Admission, id: x.w.ID})
+	h.push(ending{at: maxTime(t, s.now), slot: slot, adm: x.w.Admission, id: x.w.ID})
 }
 
 // runWith is run on a heap of ends kept by the caller: stale entries
@@ -143,11 +185,11 @@ func (s *Snapshot) runWith(h *endHeap, until time.Time, strict bool, endOf func(
 	}
 	first := scheduleFirst
 	for {
-		for h.Len() > 0 && !s.current((*h)[0]) {
-			heap.Pop(h)
+		for len(*h) > 0 && !s.current((*h)[0]) {
+			h.pop()
 		}
 		if !first {
-			if h.Len() == 0 {
+			if len(*h) == 0 {
 				return
 			}
 			t := (*h)[0].at
@@ -157,8 +199,8 @@ func (s *Snapshot) runWith(h *endHeap, until time.Time, strict bool, endOf func(
 			s.accrue(t)
 		}
 		first = false
-		for h.Len() > 0 && !(*h)[0].at.After(s.now) {
-			e := heap.Pop(h).(ending)
+		for len(*h) > 0 && !(*h)[0].at.After(s.now) {
+			e := h.pop()
 			if !s.current(e) {
 				continue
 			}

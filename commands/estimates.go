@@ -18,24 +18,19 @@ import (
 
 // EstimateEngine computes every pending workload's start estimate: the
 // refresher's one expensive step, made by one goroutine at a time. The
-// default is allocator.Estimates, afresh each time; an engine that keeps
-// what it computed (allocator.Estimator) can answer from it when nothing
-// changed. One workload's estimate (a request's own, a what-if) is
-// allocator.EstimateFor, which stops once that workload starts.
+// default is an allocator.Estimator, which answers from its last result
+// when neither the cluster nor the options changed. One workload's
+// estimate (a request's own, a what-if) is allocator.EstimateFor, which
+// stops once that workload starts. The map returned is not modified.
 type EstimateEngine interface {
 	Estimates(s *allocator.Snapshot, opts allocator.EstimateOptions) map[string]allocator.Estimate
 }
 
-// WithEstimateEngine computes estimates with e. Default: allocator's
-// Estimates, computed afresh each time.
+// WithEstimateEngine computes estimates with e. Default: an
+// allocator.Estimator.
 func WithEstimateEngine(e EstimateEngine) Option { return func(s *Service) { s.engine = e } }
 
-// plainEngine computes every estimate afresh.
-type plainEngine struct{}
-
-func (plainEngine) Estimates(s *allocator.Snapshot, opts allocator.EstimateOptions) map[string]allocator.Estimate {
-	return allocator.Estimates(s, opts)
-}
+var _ EstimateEngine = (*allocator.Estimator)(nil)
 
 // staleness is the refresher's "recompute" signal: marked by any number
 // of changes, taken once.

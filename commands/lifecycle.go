@@ -4,9 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"math"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -369,45 +367,80 @@ func toRecord(now time.Time, e allocator.Estimate) *records.Estimate {
 	return &records.Estimate{At: now, Earliest: e.Earliest, Latest: e.Latest, Known: e.Known, Position: e.Position, Reason: string(e.Reason)}
 }
 
-// estimateOptions learns per-team runtime factors: how long finished
-// requests actually ran against what they asked for. With fewer than
-// five samples a team gets the allocator's default range.
+// estimateOptions are the estimate options at c.now, learned from the
+// service's own records (EstimateOptions).
 func (s *Service) estimateOptions(c *call) allocator.EstimateOptions {
-	done, err := s.deps.Requests.ListRequests(c.ctx, Learnable)
+	all, err := s.deps.Requests.ListRequests(c.ctx, func(r records.Request) bool { return EstimateInput(r, c.now) })
 	if err != nil {
-		return allocator.EstimateOptions{Horizon: s.horizon, Factors: map[string]allocator.Range{}}
+		s.log.Warn("estimates without learned runtimes: reading the requests failed", "err", err)
+		return allocator.EstimateOptions{Horizon: s.horizon}
 	}
-	return EstimateOptions(done, s.horizon)
+	return EstimateOptions(all, c.now, s.horizon, s.prio)
 }
 
 // Learnable reports whether r teaches how long requests really run: it
 // finished, was never preempted, and asked for a duration.
 func Learnable(r records.Request) bool {
-	return r.State == records.StateFinished && !r.AdmittedAt.IsZero() && r.Duration > 0 && r.Preemptions == 0
+	return r.State == records.StateFinished && !r.AdmittedAt.IsZero() && r.EndedAt.After(r.AdmittedAt) && r.Duration > 0 && r.Preemptions == 0
 }
 
-// EstimateOptions are the estimate options the service uses, learned from
-// done (the Learnable requests) with the given horizon: per team, how long
-// finished requests actually ran against what they asked for.
-func EstimateOptions(done []records.Request, horizon time.Duration) allocator.EstimateOptions {
-	opts := allocator.EstimateOptions{Horizon: horizon, Factors: map[string]allocator.Range{}}
-	ratios := map[string][]float64{}
-	for _, r := range done {
-		if !Learnable(r) {
-			continue
+// EstimateInput reports whether EstimateOptions at now uses r: it is
+// Learnable, queued or running, or was submitted within the last day.
+func EstimateInput(r records.Request, now time.Time) bool {
+	return Learnable(r) || r.State == records.StateQueued || r.State == records.StateRunning ||
+		(!r.SubmittedAt.IsZero() && r.SubmittedAt.After(now.Add(-arrivalWindow)))
+}
+
+// EstimateOptions are the estimate options the service uses at now with
+// the given horizon, learned from reqs (allocator.LearnRuntimes,
+// LearnArrivals): runtime ranges from the Learnable requests (actual
+// against requested, per team and template, with priors for teams and
+// templates with little history), given to every queued and running
+// request in reqs (a running one among the runs at least as long as it
+// has run so far) and, per team, to workloads without a request
+// (seeded); and, if prio (priority names to values) is not nil, the load
+// of the last day's requests per team and priority. With no Learnable
+// request, runtimes are DefaultRange's.
+func EstimateOptions(reqs []records.Request, now time.Time, horizon time.Duration, prio map[string]int32) allocator.EstimateOptions {
+	opts := allocator.EstimateOptions{Horizon: horizon}
+	var samples []allocator.RuntimeSample
+	teams := map[string]bool{}
+	for _, r := range reqs {
+		teams[r.Team] = true
+		if Learnable(r) {
+			samples = append(samples, allocator.RuntimeSample{Team: r.Team, Template: r.Template, Requested: r.Duration, Actual: r.EndedAt.Sub(r.AdmittedAt)})
 		}
-		ratios[r.Team] = append(ratios[r.Team], math.Min(1, r.EndedAt.Sub(r.AdmittedAt).Hours()/r.Duration.Hours()))
 	}
-	for team, rs := range ratios {
-		if len(rs) < 5 {
-			continue
+	if len(samples) == 0 {
+		return opts
+	}
+	m := allocator.LearnRuntimes(samples, allocator.LearnOptions{})
+	opts.Factors = map[string]allocator.Range{}
+	for t := range teams {
+		opts.Factors[t] = m.Range(t, "")
+	}
+	opts.Workloads = map[string]allocator.Range{}
+	var arrivals []allocator.ArrivalSample
+	for _, r := range reqs {
+		switch {
+		case r.Duration <= 0:
+		case r.State == records.StateQueued:
+			opts.Workloads[r.ID] = m.Range(r.Team, r.Template)
+		case r.State == records.StateRunning && !r.AdmittedAt.IsZero():
+			opts.Workloads[r.ID] = m.RangeAfter(r.Team, r.Template, now.Sub(r.AdmittedAt).Hours()/r.Duration.Hours())
 		}
-		sort.Float64s(rs)
-		low := rs[len(rs)/10]
-		opts.Factors[team] = allocator.Range{Low: math.Max(0.05, low), High: 1}
+		if p, ok := prio[r.Priority]; ok && !r.SubmittedAt.IsZero() {
+			arrivals = append(arrivals, allocator.ArrivalSample{At: r.SubmittedAt, Queue: r.Team, Priority: p,
+				GPUHours: float64(r.GPUs) * r.Duration.Hours() * m.Median(r.Team, r.Template)})
+		}
 	}
+	opts.Arrivals = allocator.LearnArrivals(arrivals, now, arrivalWindow)
 	return opts
 }
+
+// arrivalWindow is how far back estimates look for the rate of new
+// requests.
+const arrivalWindow = 24 * time.Hour
 
 // NextWakeup is the next time after now at which the service has
 // time-driven work (an end-of-time reminder), or the zero time.

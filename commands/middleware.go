@@ -65,6 +65,7 @@ func (s *Service) recovered(c *call, what string, onPanic func(ref string)) {
 
 // answerPanic is recovering's answer to the sender of an input.
 func answerPanic(c *call, ref string) {
+	c.outcome = "error"
 	c.outs = append(c.outs, private(plain(fmt.Sprintf("Something went wrong on gpubot's side while handling that (ref %s). The operator's log has the details; please try again.", ref))))
 }
 
@@ -79,6 +80,7 @@ func (s *Service) identify(next stage) stage {
 				action, target = c.in.Unreadable.What, c.in.Unreadable.Target
 			case c.in.Action != nil:
 				action, target = string(c.in.Action.Name), c.in.Action.Request
+				c.logVerb, c.logTarget = "button:"+action, target
 			}
 			s.audit(c, c.in.User, action, target, "refused", "unknown user")
 			c.private(plain(fmt.Sprintf("I don't know who you are (%s). Ask a gpubot admin to add your Slack user ID to the people in gpubot's config.", c.in.User)))
@@ -108,6 +110,7 @@ func (s *Service) understand(next stage) stage {
 			}
 			c.cmd = &Command{Verb: a.Name, ID: a.Request}
 			c.act = &a
+			c.logVerb, c.logTarget = "button:"+string(a.Name), a.Request
 		default:
 			cmd, err := Parse(c.in.Text, s.vocab)
 			if err != nil {
@@ -116,6 +119,7 @@ func (s *Service) understand(next stage) stage {
 				return
 			}
 			c.cmd = &cmd
+			c.logVerb, c.logTarget, c.outcome = string(cmd.Verb), cmd.ID, "ok"
 			switch cmd.Verb {
 			case VerbCancel, VerbRelease, VerbApprove, VerbPreempt:
 				c.act = &Action{Name: cmd.Verb, Request: cmd.ID}

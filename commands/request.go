@@ -15,7 +15,7 @@ func (s *Service) request(c *call, spec RequestSpec) {
 	r, problem := s.draft(c.who, spec, c.now)
 	if problem != "" {
 		s.audit(c, c.who.Name, "request", "", "invalid", problem)
-		c.private(plain(problem, contextBlock("Example: /gpu request 8xh100 for 4h team "+s.defaultTeam(c.who))))
+		c.private(plain(problem, contextBlock("Example: "+s.requestExample(c.who))))
 		return
 	}
 	snap, err := s.snapshot(c)
@@ -353,6 +353,21 @@ func (s *Service) wouldBorrow(snap *allocator.Snapshot, r records.Request) (stri
 		over = r.GPUs
 	}
 	return flavor, over
+}
+
+// requestExample is a request p could send as it is: one of p's teams
+// (or, for someone in none, the first team: they are told to name one) and
+// the first flavor; never an empty field.
+func (s *Service) requestExample(p *Person) string {
+	team := s.defaultTeam(p)
+	if team == "" && len(s.set.Teams) > 0 {
+		team = s.set.Teams[0].Name
+	}
+	ex := "/gpu request 8x" + exampleFlavor(s.vocab) + " for 4h"
+	if team != "" {
+		ex += " team " + team
+	}
+	return ex
 }
 
 func (s *Service) defaultTeam(p *Person) string {

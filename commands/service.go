@@ -64,12 +64,13 @@ type Service struct {
 	deps    Deps
 	log     *slog.Logger
 	horizon time.Duration
-	tracker Tracker     // optional; nil refuses /gpu track
-	kueue   KueueView   // optional; nil on the simulated cluster
-	zombies ZombieStore // optional; nil makes Sweep a no-op
-	util    Utilization // optional; nil: no idle detection
-	others  Others      // optional; nil: zombies.scope all sweeps gpubot's work only
-	digests Digester    // optional; nil answers that digests are off
+	tracker Tracker            // optional; nil refuses /gpu track
+	kueue   KueueView          // optional; nil on the simulated cluster
+	zombies ZombieStore        // optional; nil makes Sweep a no-op
+	util    Utilization        // optional; nil: no idle detection
+	others  Others             // optional; nil: zombies.scope all sweeps gpubot's work only
+	digests Digester           // optional; nil answers that digests are off
+	watch   clock.PassiveClock // measures how long a command took, for the log
 	engine  EstimateEngine
 	stepper Stepper // the cluster, when it is one (simulated)
 
@@ -103,7 +104,8 @@ func NewService(ctx context.Context, set Settings, deps Deps, opts ...Option) (*
 		people:    map[string]*Person{},
 		teams:     map[string]*Team{},
 		prio:      map[string]int32{},
-		engine:    plainEngine{},
+		engine:    allocator.NewEstimator(),
+		watch:     clock.RealClock{},
 		estimates: newStaleness(),
 	}
 	for _, o := range opts {
@@ -156,7 +158,7 @@ func NewService(ctx context.Context, set Settings, deps Deps, opts ...Option) (*
 			return nil, fmt.Errorf("commands: team %s has no queue in the cluster", t.Name)
 		}
 	}
-	s.handle = chain(s.dispatch, s.recovering("handling input", answerPanic), s.identify, s.understand, s.locking, s.authorize, s.audited)
+	s.handle = chain(s.dispatch, s.logged, s.recovering("handling input", answerPanic), s.identify, s.understand, s.locking, s.authorize, s.audited)
 	return s, nil
 }
 
@@ -202,6 +204,9 @@ type call struct {
 	// changed is set when the cluster changed during the call, which
 	// makes waiting requests' estimates worth refreshing.
 	changed bool
+	// logVerb, logTarget and outcome are what the call's log line says:
+	// set by understand and by every audit entry (the last one wins).
+	logVerb, logTarget, outcome string
 	// manualVictims are the workloads an admin's preempt evicts in this
 	// call: their preemption is audited as the admin's, not gpubot's.
 	manualVictims []string
@@ -311,6 +316,10 @@ func (s *Service) person(name string) *Person {
 // audit appends to the audit log; a failure is logged, not shown.
 func (s *Service) audit(c *call, actor, action, target, outcome, detail string) {
 	e := records.AuditEntry{At: c.now, Actor: actor, Action: action, Target: target, Outcome: outcome, Detail: detail}
+	c.outcome = outcome
+	if target != "" {
+		c.logTarget = target
+	}
 	if c.in.Action != nil {
 		e.Via = "button"
 	}
@@ -329,6 +338,7 @@ func (s *Service) audit(c *call, actor, action, target, outcome, detail string) 
 // only the request's lock, so that other writes go on meanwhile; the
 // caller reads its request again afterwards.
 func (s *Service) apply(c *call, op Op) ([]allocator.Event, error) {
+	began := s.watch.Now()
 	if s.stepper == nil && c.writing {
 		s.wmu.Unlock()
 		defer s.wmu.Lock()
@@ -338,11 +348,13 @@ func (s *Service) apply(c *call, op Op) ([]allocator.Event, error) {
 	if err == nil {
 		c.changed = true
 	}
+	s.logAction(c, op, err, s.watch.Now().Sub(began))
 	return events, err
 }
 
 // failed tells the sender that an operation failed on gpubot's side.
 func (s *Service) failed(c *call, doing string, err error) {
+	c.outcome = "error"
 	s.log.Error(doing, "err", err, "user", c.who.Name)
 	c.private(plain(fmt.Sprintf("Sorry, %s failed on gpubot's side: %s. Nothing else was changed; please try again.", doing, plainError(err))))
 }

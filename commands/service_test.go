@@ -3,6 +3,7 @@ package commands_test
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -200,6 +201,12 @@ func TestRequestRefused(t *testing.T) {
 			outs := e.do(tc.user, tc.cmd)
 			diff(t, "destinations", []string{"sender"}, dests(outs))
 			check(t, outs, want{"sender", tc.says})
+			// The example can be sent as it is: no empty field, even for
+			// someone in no team (the first team is shown).
+			if got := show(outs); (strings.Contains(got, "Example:") || name == "in no team") &&
+				!regexp.MustCompile(`Example: /gpu request 8xh100 for 4h team (nlp|vision)\n`).MatchString(got) {
+				t.Errorf("the reply's example has an empty or missing field:\n%s", got)
+			}
 			diff(t, "requests", map[string]records.Request{}, e.requests())
 			diff(t, "workloads", []string(nil), e.workloads())
 			a := e.lastAudit()

@@ -424,21 +424,13 @@ func (s *Service) calibration(c *call, from time.Time, team string) string {
 	if err != nil || len(started) == 0 {
 		return "Estimate accuracy: no queued request has started in this period yet."
 	}
-	inside := 0
-	errs := make([]time.Duration, 0, len(started))
+	outcomes := make([]allocator.EstimateOutcome, 0, len(started))
 	for _, r := range started {
-		e := r.FirstEstimate
-		if !r.AdmittedAt.Before(e.Earliest.Add(-time.Minute)) && !r.AdmittedAt.After(e.Latest.Add(time.Minute)) {
-			inside++
-		}
-		mid := e.Earliest.Add(e.Latest.Sub(e.Earliest) / 2)
-		d := r.AdmittedAt.Sub(mid)
-		if d < 0 {
-			d = -d
-		}
-		errs = append(errs, d)
+		outcomes = append(outcomes, allocator.EstimateOutcome{Earliest: r.FirstEstimate.Earliest, Latest: r.FirstEstimate.Latest, Start: r.AdmittedAt})
 	}
-	slices.Sort(errs)
-	return fmt.Sprintf("Estimate accuracy: %d of %d queued requests started inside their first posted range (%.0f%%); median error %s, worst %s.",
-		inside, len(started), 100*float64(inside)/float64(len(started)), fmtDuration(errs[len(errs)/2]), fmtDuration(errs[len(errs)-1]))
+	sc := allocator.ScoreEstimates(outcomes, time.Minute)
+	return fmt.Sprintf("Estimate accuracy: %d of %d queued requests started inside their first posted range (%.0f%%, aiming at %.0f%%); "+
+		"median range %s, median error %s (90%% within %s); interval score %s (the range's width plus %.0f× how far outside it the start fell; lower is better).",
+		sc.Inside, sc.N, 100*sc.Coverage, 100*(1-allocator.IntervalAlpha), fmtDuration(sc.MedianWidth), fmtDuration(sc.MedianAbsError),
+		fmtDuration(sc.P90AbsError), fmtDuration(sc.IntervalScore), 2/allocator.IntervalAlpha)
 }

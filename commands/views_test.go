@@ -1,6 +1,7 @@
 package commands_test
 
 import (
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -208,9 +209,13 @@ func TestCalibration(t *testing.T) {
 	e.do("erin", "release r3") // r4 starts 09:00: outside, 2h off the middle
 	e.advance(2 * time.Hour)
 
-	check(t, e.do("alice", "usage"), want{"sender", "Estimate accuracy: 1 of 2 queued requests started inside their first posted range (50%); median error 2h, worst 2h."})
-	check(t, e.do("alice", "usage nlp"), want{"sender", "Estimate accuracy: 1 of 1 queued requests started inside their first posted range (100%); median error 30m, worst 30m."})
-	check(t, e.do("alice", "usage vision"), want{"sender", "Estimate accuracy: 0 of 1 queued requests started inside their first posted range (0%); median error 2h, worst 2h."})
+	// Interval scores: r2 its width, 1h; r4 2h + 10 × 1h early = 12h.
+	check(t, e.do("alice", "usage"), want{"sender", "Estimate accuracy: 1 of 2 queued requests started inside their first posted range (50%, aiming at 80%); " +
+		"median range 1h, median error 30m (90% within 2h); interval score 6h30m (the range's width plus 10× how far outside it the start fell; lower is better)."})
+	check(t, e.do("alice", "usage nlp"), want{"sender", "Estimate accuracy: 1 of 1 queued requests started inside their first posted range (100%, aiming at 80%); " +
+		"median range 1h, median error 30m (90% within 30m); interval score 1h (the range's width plus 10× how far outside it the start fell; lower is better)."})
+	check(t, e.do("alice", "usage vision"), want{"sender", "Estimate accuracy: 0 of 1 queued requests started inside their first posted range (0%, aiming at 80%); " +
+		"median range 2h, median error 2h (90% within 2h); interval score 12h (the range's width plus 10× how far outside it the start fell; lower is better)."})
 
 	fresh := newEnv(t, parse(t, small))
 	fresh.do("alice", "request 8xh100 for 1h")
@@ -276,5 +281,35 @@ func TestViews(t *testing.T) {
 				checkNot(t, outs, want{"sender", s})
 			}
 		})
+	}
+}
+
+// TestEstimatesLearnRuntimes: once a team's requests have been ending
+// at a quarter of their time, a request queued behind one of them is
+// expected when a quarter of its time has run, not half to all of it.
+func TestEstimatesLearnRuntimes(t *testing.T) {
+	e := newEnv(t, parse(t, small))
+	start := func() time.Time { return e.clock.Now() }
+	for i := range 5 {
+		e.do("bob", "request 16xh100 for 4h")
+		id := fmt.Sprintf("r%d", i+1)
+		if r := e.req(id); r.State != records.StateRunning {
+			t.Fatalf("%s is %s, want running", id, r.State)
+		}
+		e.advance(time.Hour)
+		e.do("bob", "release "+id)
+	}
+	t1 := start()
+	e.do("bob", "request 16xh100 for 4h")  // r6 runs
+	e.do("alice", "request 8xh100 for 1h") // r7 waits for it
+	r := e.req("r7")
+	if r.FirstEstimate == nil || !r.FirstEstimate.Known {
+		t.Fatalf("r7's first estimate = %+v", r.FirstEstimate)
+	}
+	if got := r.FirstEstimate.Earliest; !got.Equal(t1.Add(time.Hour)) {
+		t.Errorf("r7 expected from %v; want %v (r6 runs a quarter of its 4h, as bob's team's requests do)", got, t1.Add(time.Hour))
+	}
+	if got := r.FirstEstimate.Latest; !got.Before(t1.Add(2 * time.Hour)) {
+		t.Errorf("r7 expected by %v; want before %v (without learning: 2h to 4h)", got, t1.Add(2*time.Hour))
 	}
 }

@@ -54,9 +54,13 @@ func (e *Engine) whatIfs(ctx context.Context, now time.Time) (*whatIfs, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the cluster for the what-ifs: %w", err)
 	}
-	done, err := e.src.Requests.ListRequests(ctx, commands.Learnable)
+	reqs, err := e.src.Requests.ListRequests(ctx, func(r records.Request) bool { return commands.EstimateInput(r, now) })
 	if err != nil {
-		return nil, fmt.Errorf("reading finished requests for the what-ifs: %w", err)
+		return nil, fmt.Errorf("reading requests for the what-ifs: %w", err)
+	}
+	prio := map[string]int32{}
+	for _, p := range e.set.Priorities {
+		prio[p.Name] = p.Value
 	}
 	w := &whatIfs{now: now, pending: map[string]allocator.Workload{}}
 	for _, id := range snap.Order() {
@@ -64,7 +68,7 @@ func (e *Engine) whatIfs(ctx context.Context, now time.Time) (*whatIfs, error) {
 		w.pending[id] = wl
 	}
 	if len(w.pending) > 0 {
-		opts := commands.EstimateOptions(done, e.horizon)
+		opts := commands.EstimateOptions(reqs, now, e.horizon, prio)
 		w.before = allocator.Estimates(snap, opts)
 		try := func(hardware bool, label string, changed *allocator.Snapshot, err error) {
 			if err != nil {

@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	batchlisters "k8s.io/client-go/listers/batch/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
@@ -59,22 +58,26 @@ type Bridge struct {
 	log      *slog.Logger
 	clock    clock.PassiveClock
 	requests RequestLookup
+	server   string // the API server's URL, for messages
 
+	// coreFactory watches nodes and kueueFactory Kueue's cluster-scoped
+	// objects; nsFactories watch Jobs, Pods, Workloads and LocalQueues in
+	// the team namespaces (see namespaces.go).
 	coreFactory  informers.SharedInformerFactory
-	ownedFactory informers.SharedInformerFactory
 	kueueFactory kueueinformers.SharedInformerFactory
+	nsFactories  []interface{ Start(<-chan struct{}) }
 
 	nodes      corelisters.NodeLister
-	pods       corelisters.PodLister
-	jobs       batchlisters.JobLister
+	pods       podListers
+	jobs       jobListers
 	flavors    kueuelisters.ResourceFlavorLister
 	topologies kueuelisters.TopologyLister
 	cqs        kueuelisters.ClusterQueueLister
-	lqs        kueuelisters.LocalQueueLister
-	wls        kueuelisters.WorkloadLister
+	lqs        localQueueListers
+	wls        workloadListers
 	wpcs       kueuelisters.WorkloadPriorityClassLister
 	cohorts    kueuelisters.CohortLister
-	wlByOwner  cache.Indexer
+	wlByOwner  ownerIndexes
 	synced     []cache.InformerSynced
 
 	kick chan struct{}
@@ -129,33 +132,39 @@ func New(cfg Config, kube kubernetes.Interface, kueue kueueclient.Interface, opt
 	}
 	const resync = 0
 	b.coreFactory = informers.NewSharedInformerFactory(kube, resync)
-	b.ownedFactory = informers.NewSharedInformerFactoryWithOptions(kube, resync,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = LabelRequest }))
 	b.kueueFactory = kueueinformers.NewSharedInformerFactory(kueue, resync)
-
 	k := b.kueueFactory.Kueue().V1beta2()
 	nodeInf := b.coreFactory.Core().V1().Nodes()
-	podInf := b.ownedFactory.Core().V1().Pods()
-	jobInf := b.ownedFactory.Batch().V1().Jobs()
-	wlInf := k.Workloads()
-	if err := wlInf.Informer().AddIndexers(cache.Indexers{indexOwner: ownerIndex}); err != nil {
-		return nil, fmt.Errorf("k8sbridge: indexing workloads: %w", err)
-	}
-	b.nodes, b.pods, b.jobs = nodeInf.Lister(), podInf.Lister(), jobInf.Lister()
+	b.nodes = nodeInf.Lister()
 	b.flavors, b.topologies = k.ResourceFlavors().Lister(), k.Topologies().Lister()
-	b.cqs, b.lqs, b.cohorts = k.ClusterQueues().Lister(), k.LocalQueues().Lister(), k.Cohorts().Lister()
-	b.wls, b.wpcs = wlInf.Lister(), k.WorkloadPriorityClasses().Lister()
-	b.wlByOwner = wlInf.Informer().GetIndexer()
+	b.cqs, b.cohorts, b.wpcs = k.ClusterQueues().Lister(), k.Cohorts().Lister(), k.WorkloadPriorityClasses().Lister()
+	infs := []cache.SharedIndexInformer{
+		nodeInf.Informer(), k.ResourceFlavors().Informer(), k.Topologies().Informer(), k.ClusterQueues().Informer(),
+		k.WorkloadPriorityClasses().Informer(), k.Cohorts().Informer(),
+	}
+	pods, jobs, wls, lqs := podListers{}, jobListers{}, workloadListers{}, localQueueListers{}
+	b.wlByOwner = ownerIndexes{}
+	for _, ns := range cfg.teamNamespaces() {
+		owned := informers.NewSharedInformerFactoryWithOptions(kube, resync, informers.WithNamespace(ns),
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = LabelRequest }))
+		kns := kueueinformers.NewSharedInformerFactoryWithOptions(kueue, resync, kueueinformers.WithNamespace(ns))
+		b.nsFactories = append(b.nsFactories, owned, kns)
+		podInf, jobInf := owned.Core().V1().Pods(), owned.Batch().V1().Jobs()
+		wlInf, lqInf := kns.Kueue().V1beta2().Workloads(), kns.Kueue().V1beta2().LocalQueues()
+		if err := wlInf.Informer().AddIndexers(cache.Indexers{indexOwner: ownerIndex}); err != nil {
+			return nil, fmt.Errorf("k8sbridge: indexing workloads: %w", err)
+		}
+		pods[ns], jobs[ns], wls[ns], lqs[ns] = podInf.Lister(), jobInf.Lister(), wlInf.Lister(), lqInf.Lister()
+		b.wlByOwner[ns] = wlInf.Informer().GetIndexer()
+		infs = append(infs, podInf.Informer(), jobInf.Informer(), wlInf.Informer(), lqInf.Informer())
+	}
+	b.pods, b.jobs, b.wls, b.lqs = pods, jobs, wls, lqs
 	kick := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { b.poke() },
 		UpdateFunc: func(any, any) { b.poke() },
 		DeleteFunc: func(any) { b.poke() },
 	}
-	for _, inf := range []cache.SharedIndexInformer{
-		nodeInf.Informer(), podInf.Informer(), jobInf.Informer(), wlInf.Informer(),
-		k.ResourceFlavors().Informer(), k.Topologies().Informer(), k.ClusterQueues().Informer(),
-		k.LocalQueues().Informer(), k.WorkloadPriorityClasses().Informer(), k.Cohorts().Informer(),
-	} {
+	for _, inf := range infs {
 		if _, err := inf.AddEventHandler(kick); err != nil {
 			return nil, fmt.Errorf("k8sbridge: watching: %w", err)
 		}
@@ -227,8 +236,10 @@ func (b *Bridge) Start(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	b.coreFactory.Start(ctx.Done())
-	b.ownedFactory.Start(ctx.Done())
 	b.kueueFactory.Start(ctx.Done())
+	for _, f := range b.nsFactories {
+		f.Start(ctx.Done())
+	}
 	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	if !cache.WaitForCacheSync(sctx.Done(), b.synced...) {

@@ -70,7 +70,12 @@ func Dial(conn Connection, cfg Config, opts ...Option) (*Bridge, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building the Kueue client: %w", err)
 	}
-	return New(cfg, kube, kq, opts...)
+	b, err := New(cfg, kube, kq, opts...)
+	if err != nil {
+		return nil, err
+	}
+	b.server = rc.Host
+	return b, nil
 }
 
 type roundTripFunc func(*http.Request) (*http.Response, error)

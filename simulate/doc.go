@@ -67,8 +67,9 @@
 //     is what a person would have typed: the runtime rounded up to 15m,
 //     30m, 1h, 2h, 4h, 8h, 12h, 1d, 2d, 3d or 7d, or whole days beyond
 //     (RequestedFor). Generic traces may give their own.
-//   - CPU-only pods are left out of the replay (and counted); the packing
-//     mode keeps them, as they take CPU and memory from GPU nodes.
+//   - CPU-only pods are left out of the replay (and counted: cpuOnly in
+//     results.json); the packing mode places them, as they take CPU and
+//     memory from GPU nodes.
 //   - A pod asking for a share of a GPU (gpu_milli < 1000) gets a whole
 //     GPU in the replay (FractionalRoundUp, the default; FractionalSkip
 //     leaves it out): the allocator counts whole GPUs, as Kueue's
@@ -118,14 +119,19 @@
 //     priority).
 //   - Estimate calibration: when a sampled job has to wait at submission
 //     (the bot posts an estimate only then), allocator.EstimateFor gives
-//     the range the bot would have posted, with the runtime factors the
-//     bot would have learned so far (per team, once five of its jobs have
-//     finished unpreempted: the 10th percentile of actual/requested, at
-//     least 0.05, to 1). At the job's start: was it inside the range, give
-//     or take a minute (the card shows minutes), and how far from the
-//     range's middle (median, p90). Estimating is a simulation of its own,
-//     so only every k-th job in arrival order is sampled, k =
-//     ceil(jobs / Setup.Calibrate) (Calibrate < 0: every job).
+//     the range the bot would have posted, with what the bot would have
+//     learned so far: runtime ranges from the jobs finished unpreempted
+//     (allocator.LearnRuntimes per team and template, the requested
+//     duration standing for the template, which traces lack; a running
+//     job's among the runs at least as long) and the last day's arrival
+//     load per team and priority (allocator.LearnArrivals). At the job's
+//     start (allocator.ScoreEstimates): was it inside the range, give or
+//     take a minute (the card shows minutes), the range's median width,
+//     how far the start was from its middle (median, p90), and the mean
+//     interval score (width + 10 × how far outside). Estimating is a
+//     simulation of its own, so only every k-th job in arrival order is
+//     sampled, k = ceil(jobs / Setup.Calibrate) (Calibrate < 0: every
+//     job).
 //
 // With Setup.Changes (more or fewer GPUs of a flavor), every policy runs
 // on the changed cluster too and the report compares the two.

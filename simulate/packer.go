@@ -148,7 +148,8 @@ func fits(t *ptype, n *pnode) bool {
 
 // delta returns the growth of n's fragmentation if a pod of type k were
 // placed on it, and for a share the GPU it would take (the best, ties to
-// the fuller GPU and then the lower index).
+// the fuller GPU and then the lower index; for fgd-scored the first GPU
+// with the best integer score, as the artifact's plugin chooses).
 func (pk *packer) delta(n *pnode, k int) (float64, int) {
 	if n.cacheVer[k] == n.ver {
 		return n.cacheD[k], int(n.cacheG[k])
@@ -177,7 +178,14 @@ func (pk *packer) delta(n *pnode, k int) (float64, int) {
 			pk.tmp[g] = f - t.milli
 			d := pk.stateFrag(n, pk.tmp, n.cpu-t.cpu) - n.frag
 			pk.tmp[g] = f
-			if bestG < 0 || d < best || (d == best && f < n.free[bestG]) {
+			switch {
+			case pk.policy == "fgd-scored":
+				// The artifact's plugin: the first GPU with the best
+				// integer score.
+				if bestG < 0 || fgdScore(d) < fgdScore(best) {
+					best, bestG = d, g
+				}
+			case bestG < 0 || d < best || (d == best && f < n.free[bestG]):
 				best, bestG = d, g
 			}
 		}
@@ -185,6 +193,10 @@ func (pk *packer) delta(n *pnode, k int) (float64, int) {
 	n.cacheVer[k], n.cacheD[k], n.cacheG[k] = n.ver, best, int16(bestG)
 	return best, bestG
 }
+
+// fgdScore is the FGD artifact's score of a fragmentation growth d (in
+// GPUs), negated so that lower is better: −⌊100·σ(−d)⌋.
+func fgdScore(d float64) float64 { return -math.Floor(100 / (1 + math.Exp(d))) }
 
 // stateFrag is F_n with the GPUs' free shares free and cpu free CPU.
 func (pk *packer) stateFrag(n *pnode, free []int32, cpu int64) float64 {
@@ -263,24 +275,18 @@ func (pk *packer) place(k int) bool {
 			return false
 		}
 	case "fgd-scored":
-		// As a Kubernetes score plugin: an integer score 0–100 from a
-		// sigmoid of the fragmentation's decrease, in GPUs; the scheduler
-		// picks at random among the best scores.
-		ties := 0
+		// As a Kubernetes score plugin in the FGD artifact's scheduler: an
+		// integer score 0–100 from a sigmoid of the fragmentation's
+		// decrease, in GPUs; its selectHost takes the best score and, among
+		// equal scores, the node whose name sorts first.
 		for _, n := range pk.nodes {
 			if !fits(t, n) {
 				continue
 			}
 			d, g := pk.delta(n, k)
-			score := -math.Floor(100 / (1 + math.Exp(d)))
-			switch {
-			case best == nil || score < bestD:
-				best, bestD, bestG, ties = n, score, g, 1
-			case score == bestD:
-				ties++
-				if pk.rnd.IntN(ties) == 0 {
-					best, bestG = n, g
-				}
+			score := fgdScore(d)
+			if best == nil || score < bestD || (score == bestD && n.name < best.name) {
+				best, bestD, bestG = n, score, g
 			}
 		}
 		if best == nil {

@@ -49,9 +49,10 @@ import (
 //     the node with less free GPU capacity.
 //   - fgd-scored: FGD as the paper's Kubernetes scheduler plugin applies
 //     it: each node gets the integer score ⌊100·σ(−ΔF)⌋ (σ the logistic
-//     function, ΔF the growth in GPUs) and the scheduler picks at random
-//     among the best scores; so near-ties (within a few hundredths of a
-//     GPU) are broken at random rather than towards the fuller node.
+//     function, ΔF the growth in GPUs) and, as the artifact's scheduler
+//     (its selectHost) does, the best score wins with equal scores going
+//     to the node whose name sorts first; so near-ties (within a few
+//     hundredths of a GPU) go by name rather than to the fuller node.
 //
 // Which node resources must fit is a choice (Resources): GPUs always;
 // CPU and memory by default, as in the paper's simulator.
@@ -214,6 +215,13 @@ func Packing(s PackingSetup) (*Report, error) {
 			tasks = append(tasks, &task{place: p, seed: k})
 		}
 	}
+	runName := func(t *task) string { return fmt.Sprintf("%s seed %d", t.place, res.Seeds[t.seed]) }
+	if s.Progress != nil {
+		// Every run counts from the start, so that the total never grows.
+		for _, t := range tasks {
+			s.Progress(runName(t), 0, maxArr)
+		}
+	}
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
 	for _, t := range tasks {
@@ -230,7 +238,7 @@ func Packing(s PackingSetup) (*Report, error) {
 			}
 			r := rand.New(rand.NewPCG(seed, 0x0b0e))
 			r.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-			t.out = pk.run(podType, order, r, capGPUs, maxArr, fmt.Sprintf("%s seed %d", t.place, seed), s.Progress)
+			t.out = pk.run(podType, order, r, capGPUs, maxArr, runName(t), s.Progress)
 		}()
 	}
 	wg.Wait()
@@ -244,8 +252,8 @@ func Packing(s PackingSetup) (*Report, error) {
 		res.PerSeed[p] = runs
 		res.Curves[p] = aggregate(runs)
 	}
-	if looksLikeOpenBDefault(s.Trace, s.Nodes) && frac == FractionalShare && !s.IgnoreCPU && !s.IgnoreMemory {
-		res.Reference = &openBDefaultReference
+	if frac == FractionalShare && !s.IgnoreCPU && !s.IgnoreMemory {
+		res.Reference = paperReference(s.Trace, s.Nodes)
 	}
 	rep := &Report{Mode: "packing", Cluster: summarizeCluster("as given", s.Nodes), Seed: s.Seed, Packing: res}
 	rep.Trace = TraceSummary{Name: s.Trace.Name, Format: s.Trace.Format, Rows: len(s.Trace.Jobs) + s.Trace.Skipped,

@@ -41,12 +41,14 @@ type prepared struct {
 
 // TraceSummary describes the trace as replayed.
 type TraceSummary struct {
-	Name           string  `json:"name"`
-	Format         string  `json:"format"`
-	Rows           int     `json:"rows"`
-	Skipped        int     `json:"skippedRows"`
-	Jobs           int     `json:"jobs"`
-	CPUOnly        int     `json:"cpuOnlyLeftOut"`
+	Name    string `json:"name"`
+	Format  string `json:"format"`
+	Rows    int    `json:"rows"`
+	Skipped int    `json:"skippedRows"`
+	Jobs    int    `json:"jobs"`
+	// CPUOnly counts pods that ask for no GPU: the replay leaves them
+	// out, the packing mode places them (they take CPU and memory).
+	CPUOnly        int     `json:"cpuOnly"`
 	Fractional     int     `json:"fractional"`
 	FractionalMode string  `json:"fractionalMode"`
 	Unrunnable     int     `json:"unrunnableLeftOut"`

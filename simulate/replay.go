@@ -3,9 +3,7 @@ package simulate
 import (
 	"errors"
 	"fmt"
-	"math"
 	"runtime"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -54,7 +52,9 @@ type Setup struct {
 	// window (fragmentation and GPUs in use over time); 0 means 400.
 	Samples int
 	// Progress, if set, is called from the replays (perhaps
-	// concurrently) as they go.
+	// concurrently) as they go: first once for every run with done 0,
+	// before any starts, then as each goes (done never decreases for a
+	// run, and total stays the same).
 	Progress func(run string, done, total int)
 
 	// check, if set (tests), is called after every step of every run.
@@ -109,6 +109,18 @@ func Replay(s Setup) (*Report, error) {
 			tasks = append(tasks, &task{pol: pol, v: v})
 		}
 	}
+	runName := func(t *task) string {
+		if t.v.name != "as given" {
+			return t.pol.Name + " " + t.v.name
+		}
+		return t.pol.Name
+	}
+	if s.Progress != nil {
+		// Every run counts from the start, so that the total never grows.
+		for _, t := range tasks {
+			s.Progress(runName(t), 0, len(p.jobs))
+		}
+	}
 	errs := make([]error, len(tasks))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
@@ -123,11 +135,7 @@ func Replay(s Setup) (*Report, error) {
 				errs[i] = err
 				return
 			}
-			name := t.pol.Name
-			if t.v.name != "as given" {
-				name += " " + t.v.name
-			}
-			t.out, errs[i] = replayOne(p, cl, t.pol, t.v.name, name, s.Progress, s.check)
+			t.out, errs[i] = replayOne(p, cl, t.pol, t.v.name, runName(t), s.Progress, s.check)
 		}()
 	}
 	wg.Wait()
@@ -167,9 +175,11 @@ type engine struct {
 	area     float64 // GPU-seconds used inside the arrival window
 	areaAll  float64
 	running  int
-	pending  []int // job indexes, unordered
-	pendPos  []int // position in pending, -1 if not there
-	ratios   map[string][]float64
+	pending  []int                     // job indexes, unordered
+	pendPos  []int                     // position in pending, -1 if not there
+	runtimes []allocator.RuntimeSample // finished without preemption
+	arrived  []int                     // job indexes in arrival order
+	finished int                       // jobs finished
 	check    func(string, *allocator.Snapshot, int, int, int) error
 	byPrio   bool // the policy orders by priority
 }
@@ -185,7 +195,6 @@ func replayOne(p *prepared, cl *allocator.Cluster, pol Policy, capacity, name st
 		run:     &Run{Policy: pol.Name, Capacity: capacity, Name: name},
 		lastT:   Epoch,
 		pendPos: make([]int, len(p.jobs)),
-		ratios:  map[string][]float64{},
 		check:   check,
 		byPrio:  pol.Mode != allocator.FirstComeFirstServed,
 	}
@@ -224,6 +233,7 @@ func replayOne(p *prepared, cl *allocator.Cluster, pol Policy, capacity, name st
 				return nil, fmt.Errorf("%s: job %s: %w", name, j.ID, err)
 			}
 			e.addPending(k)
+			e.arrived = append(e.arrived, k)
 		}
 		if err := e.step(drv.Schedule()); err != nil {
 			return nil, err
@@ -334,13 +344,11 @@ func (e *engine) handle(evs []allocator.Event) {
 			e.running--
 		case allocator.EventFinished:
 			s.finished, s.end = true, ev.At
+			e.finished++
 			e.used -= j.gpus
 			e.running--
 			if s.preemptions == 0 && j.requested > 0 {
-				r := min(1, j.Runtime.Hours()/j.requested.Hours())
-				l := e.ratios[j.Team]
-				k, _ := slices.BinarySearch(l, r)
-				e.ratios[j.Team] = slices.Insert(l, k, r)
+				e.runtimes = append(e.runtimes, allocator.RuntimeSample{Team: j.Team, Template: template(j), Requested: j.requested, Actual: j.Runtime})
 			}
 		}
 	}
@@ -358,20 +366,63 @@ func (e *engine) reasonOf(j *job) allocator.Reason {
 	return r
 }
 
-// estimateOptions are the options the bot would use now: per team, once
-// five of its jobs have finished without preemption, runtimes from the
-// 10th percentile of actual/requested (at least 0.05) to 1 (see
-// commands.Service.estimateOptions).
+// estimateOptions are the options the bot would use now (see
+// commands.Service.estimateOptions): runtime ranges learned from the
+// jobs finished so far without preemption, per team and template
+// (allocator.LearnRuntimes; a trace has no templates, so the requested
+// duration stands for one), for every job in the cluster; and the load
+// of the last day's arrivals per priority (allocator.LearnArrivals),
+// each job counting its GPUs × requested duration × its learned median
+// runtime factor.
 func (e *engine) estimateOptions() allocator.EstimateOptions {
-	opts := allocator.EstimateOptions{Horizon: allocator.DefaultHorizon, Factors: map[string]allocator.Range{}}
-	for team, rs := range e.ratios {
-		if len(rs) < 5 {
-			continue
-		}
-		opts.Factors[team] = allocator.Range{Low: math.Max(0.05, rs[len(rs)/10]), High: 1}
+	m := allocator.LearnRuntimes(e.runtimes, allocator.LearnOptions{})
+	type learned struct {
+		r      allocator.Range
+		median float64
 	}
+	cache := map[[2]string]learned{}
+	of := func(j *job) learned {
+		k := [2]string{j.Team, template(j)}
+		l, ok := cache[k]
+		if !ok {
+			l = learned{m.Range(k[0], k[1]), m.Median(k[0], k[1])}
+			cache[k] = l
+		}
+		return l
+	}
+	now := e.snap.Now()
+	opts := allocator.EstimateOptions{Horizon: allocator.DefaultHorizon, Workloads: make(map[string]allocator.Range, len(e.arrived)-e.finished)}
+	for _, i := range e.arrived {
+		s := &e.st[i]
+		j := e.p.jobs[i]
+		switch {
+		case s.finished:
+		case s.pending || j.requested <= 0:
+			opts.Workloads[j.ID] = of(j).r
+		default: // running: among the runs at least as long as this one so far
+			opts.Workloads[j.ID] = m.RangeAfter(j.Team, template(j), now.Sub(s.lastStart).Hours()/j.requested.Hours())
+		}
+	}
+	var arr []allocator.ArrivalSample
+	for k := len(e.arrived) - 1; k >= 0; k-- {
+		j := e.p.jobs[e.arrived[k]]
+		if !j.submit.After(now.Add(-arrivalWindow)) {
+			break
+		}
+		arr = append(arr, allocator.ArrivalSample{At: j.submit, Queue: j.Team, Priority: j.prio,
+			GPUHours: float64(j.gpus) * j.requested.Hours() * of(j).median})
+	}
+	opts.Arrivals = allocator.LearnArrivals(arr, now, arrivalWindow)
 	return opts
 }
+
+// arrivalWindow is how far back the replay's (and the bot's) arrival
+// rates look.
+const arrivalWindow = 24 * time.Hour
+
+// template is what stands for a job's template in learning its runtime:
+// the duration it asked for.
+func template(j *job) string { return j.requested.String() }
 
 // sample records the cluster at t (after Advance to t).
 func (e *engine) sample(t time.Time) {

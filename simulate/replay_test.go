@@ -1,8 +1,10 @@
 package simulate
 
 import (
+	"encoding/json"
 	"math"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -89,7 +91,9 @@ func TestReplayWaitsByHand(t *testing.T) {
 	// of their 1h: j2's estimate at 0 is 30m–1h, j3's at 30m is 30m–1h
 	// (j1 could end at once). Both start at 1h: inside, 15m from the
 	// middle.
-	wantCal := Calibration{Stride: 1, Estimated: 2, Known: 2, Started: 2, Inside: 2, InsideShare: 1, MedianAbsErr: 900, P90AbsErr: 900}
+	// Widths 30m, both inside: the interval score is the width.
+	wantCal := Calibration{Stride: 1, Estimated: 2, Known: 2, Started: 2, Inside: 2, InsideShare: 1, MedianAbsErr: 900, P90AbsErr: 900,
+		MedianWidth: 1800, IntervalScore: 1800}
 	if diff := cmp.Diff(wantCal, r.Calibration); diff != "" {
 		t.Errorf("calibration (-want +got):\n%s", diff)
 	}
@@ -247,5 +251,68 @@ func TestReplayFractional(t *testing.T) {
 		if tr.Jobs != want || tr.Fractional != 1 || tr.CPUOnly != 1 || tr.FractionalMode != string(mode) {
 			t.Errorf("%s: %+v", mode, tr)
 		}
+	}
+}
+
+// TestTraceSummaryJSON: CPU-only pods are counted as "cpuOnly" (the
+// packing mode places them; only the replay leaves them out).
+func TestTraceSummaryJSON(t *testing.T) {
+	data, err := json.Marshal(TraceSummary{CPUOnly: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	if m["cpuOnly"] != 3.0 {
+		t.Errorf("cpuOnly = %v in %s", m["cpuOnly"], data)
+	}
+	if _, ok := m["cpuOnlyLeftOut"]; ok {
+		t.Errorf("the old misleading key is still there: %s", data)
+	}
+}
+
+// TestReplayProgressAnnouncesRuns: every run reports done 0 before any
+// reports progress, and no run's done goes back, so a combined bar never
+// goes backwards.
+func TestReplayProgressAnnouncesRuns(t *testing.T) {
+	nl, tr := readSample(t, "nodes_sample.csv", "jobs_sample.csv", ReadOptions{})
+	var mu sync.Mutex
+	type call struct {
+		run         string
+		done, total int
+	}
+	var calls []call
+	_, err := Replay(Setup{Nodes: nl.Nodes, Trace: tr, Changes: []Change{{Flavor: "h100", GPUs: 8}},
+		Progress: func(run string, done, total int) {
+			mu.Lock()
+			defer mu.Unlock()
+			calls = append(calls, call{run, done, total})
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const runs = 6 // three policies, twice
+	if len(calls) < runs {
+		t.Fatalf("%d progress calls", len(calls))
+	}
+	seen := map[string]int{}
+	for i, c := range calls {
+		if i < runs {
+			if c.done != 0 {
+				t.Errorf("call %d %+v: want every run announced with 0 first", i, c)
+			}
+			seen[c.run] = 0
+			continue
+		}
+		last, ok := seen[c.run]
+		if !ok || c.done < last || c.total != len(tr.Jobs) {
+			t.Errorf("call %d %+v: unannounced, backwards (last %d) or another total", i, c, last)
+		}
+		seen[c.run] = c.done
+	}
+	if len(seen) != runs {
+		t.Errorf("runs seen: %v", seen)
 	}
 }

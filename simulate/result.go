@@ -119,6 +119,11 @@ type Calibration struct {
 	// Absolute error of the range's middle, in seconds.
 	MedianAbsErr float64 `json:"medianAbsErrorSeconds"`
 	P90AbsErr    float64 `json:"p90AbsErrorSeconds"`
+	// MedianWidth is the median width of the ranges; IntervalScore the
+	// mean interval score (allocator.ScoreEstimates: width + 10 × how
+	// far outside the start fell), in seconds. Lower is better.
+	MedianWidth   float64 `json:"medianWidthSeconds"`
+	IntervalScore float64 `json:"intervalScoreSeconds"`
 }
 
 // JobResult is one job's outcome (CSV only).
@@ -184,7 +189,7 @@ func (e *engine) finish() {
 	allNever := 0
 	slow := map[string][]float64{}
 	r.WaitHours = map[string]float64{}
-	var errs []float64
+	var outcomes []allocator.EstimateOutcome
 	jumped := e.overtaken(endT)
 	cal := &r.Calibration
 	cal.Stride = p.stride
@@ -225,14 +230,9 @@ func (e *engine) finish() {
 				jr.EstKnown = true
 				jr.EstEarliest, jr.EstLatest = est.Earliest.Sub(p.first).Seconds(), est.Latest.Sub(p.first).Seconds()
 				if s.started {
-					cal.Started++
-					in := !s.firstStart.Before(est.Earliest.Add(-calibrationTolerance)) && !s.firstStart.After(est.Latest.Add(calibrationTolerance))
-					if in {
-						cal.Inside++
-						jr.Inside = true
-					}
-					mid := est.Earliest.Add(est.Latest.Sub(est.Earliest) / 2)
-					errs = append(errs, abs(s.firstStart.Sub(mid)).Seconds())
+					o := allocator.EstimateOutcome{Earliest: est.Earliest, Latest: est.Latest, Start: s.firstStart}
+					outcomes = append(outcomes, o)
+					jr.Inside = allocator.ScoreEstimates([]allocator.EstimateOutcome{o}, calibrationTolerance).Inside == 1
 				}
 			}
 		}
@@ -272,11 +272,11 @@ func (e *engine) finish() {
 			r.WaitShare[k] = v / total
 		}
 	}
-	if cal.Started > 0 {
-		cal.InsideShare = float64(cal.Inside) / float64(cal.Started)
-		slices.Sort(errs)
-		cal.MedianAbsErr = percentileSorted(errs, 50)
-		cal.P90AbsErr = percentileSorted(errs, 90)
+	if len(outcomes) > 0 {
+		sc := allocator.ScoreEstimates(outcomes, calibrationTolerance)
+		cal.Started, cal.Inside, cal.InsideShare = sc.N, sc.Inside, sc.Coverage
+		cal.MedianAbsErr, cal.P90AbsErr = sc.MedianAbsError.Seconds(), sc.P90AbsError.Seconds()
+		cal.MedianWidth, cal.IntervalScore = sc.MedianWidth.Seconds(), sc.IntervalScore.Seconds()
 	}
 }
 

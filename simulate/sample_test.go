@@ -336,7 +336,7 @@ func TestPackingText(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"Unallocated GPUs, % of all GPUs", "Fragmentation, % of free GPUs", "fgd leaves", "120%",
-		"The paper on this trace", "The paper's FGD leaves up to 31% fewer GPUs unallocated than its BestFit (at 105% arrived)", "fgd minus the paper's FGD, points:"} {
+		"The paper on this trace", "The paper's FGD leaves up to 34% fewer GPUs unallocated than its BestFit (at 120% arrived)", "fgd minus the paper's FGD, points:"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("text lacks %q:\n%s", want, b.String())
 		}
@@ -366,5 +366,54 @@ func TestPackingOpenBAgainstPaper(t *testing.T) {
 				t.Errorf("%s at %d%%: %.1f%% unallocated, the paper %.1f%%", place, a, ours, theirs)
 			}
 		}
+	}
+}
+
+// TestFGDScoredTiesByName: nodes listed out of name order, all empty, so
+// every node gets the same score: fgd-scored, like the FGD artifact's
+// selectHost, puts each pod on the node whose name sorts first, whatever
+// the seed.
+func TestFGDScoredTiesByName(t *testing.T) {
+	nodes := []Node{{Name: "n3", Model: "X", GPUs: 2}, {Name: "n1", Model: "X", GPUs: 2}, {Name: "n2", Model: "X", GPUs: 2}}
+	jobs := []Job{{ID: "a", GPUs: 2, Milli: 1000}, {ID: "b", GPUs: 2, Milli: 1000}}
+	for seed := uint64(1); seed <= 8; seed++ {
+		pk, podType := testPacker(nodes, jobs, "fgd-scored")
+		pk.rnd = rand.New(rand.NewPCG(seed, seed))
+		for _, k := range podType {
+			if !pk.place(k) {
+				t.Fatalf("seed %d: a pod did not fit", seed)
+			}
+		}
+		var full []string
+		for _, n := range pk.nodes {
+			if n.fullFree == 0 {
+				full = append(full, n.name)
+			}
+		}
+		if strings.Join(full, ",") != "n1,n2" && strings.Join(full, ",") != "n2,n1" {
+			t.Errorf("seed %d: full nodes %v; want n1 and n2 (first by name)", seed, full)
+		}
+	}
+}
+
+// TestPaperReferenceFor: the default pod list and gpushare100 get their
+// own figures, other openb pod lists none.
+func TestPaperReferenceFor(t *testing.T) {
+	nodes := []Node{{Name: "x", Model: "G2", GPUs: 6212}}
+	jobs := make([]Job, 8152)
+	for name, want := range map[string]*PaperReference{
+		"dir/openb_pod_list_default.csv":     &openBDefaultReference,
+		"openb_pod_list_gpushare100.csv":     &openBGPUShare100Reference,
+		"openb_pod_list_gpushare40.csv":      nil,
+		"../x/openb_pod_list_multigpu50.csv": nil,
+		"pods.csv":                           &openBDefaultReference,
+	} {
+		got := paperReference(&Trace{Name: name, Format: "openb", Jobs: jobs}, nodes)
+		if got != want {
+			t.Errorf("%s: reference %v; want %v", name, got, want)
+		}
+	}
+	if paperReference(&Trace{Name: "openb_pod_list_default.csv", Format: "openb", Jobs: jobs[:10]}, nodes) != nil {
+		t.Error("a short trace got a reference")
 	}
 }

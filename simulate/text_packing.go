@@ -104,7 +104,7 @@ func writePackingText(b *strings.Builder, rep *Report) {
 				if a > pr.Arrived[len(pr.Arrived)-1] {
 					break
 				}
-				diffs = append(diffs, fmt.Sprintf("%+.1f", pr.Curves[p][a].Unallocated.Mean-ref.Unallocated[pn][i]))
+				diffs = append(diffs, fmt.Sprintf("%+.2f", pr.Curves[p][a].Unallocated.Mean-ref.Unallocated[pn][i]))
 			}
 			fmt.Fprintf(b, "%s minus the paper's %s, points: %s\n", p, pn, strings.Join(diffs, " "))
 		}

@@ -19,11 +19,18 @@
 // Lines starting with # are comments. When input is not a terminal, each
 // line is echoed with the time and the person, so a transcript reads
 // like a chat log.
+//
+// On a terminal, lines are edited with a line editor (editor.go): Up and
+// Down recall earlier lines, kept in a history file across sessions
+// (History), Tab completes verbs, directives, flavors, teams, priorities,
+// templates and people (Completion), Ctrl-C clears the line and Ctrl-D on
+// an empty line leaves.
 package console
 
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -33,6 +40,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/term"
 
 	"github.com/gpubot/gpubot/commands"
 )
@@ -56,6 +65,8 @@ type Console struct {
 	interactive bool
 	loc         *time.Location
 	now         func() time.Time
+	history     string
+	vocab       commands.Vocabulary
 	files       string // where images are written; "" is the working directory
 
 	mu      sync.Mutex
@@ -139,28 +150,49 @@ func (c *Console) writeImage(img *commands.Image) (string, error) {
 
 func (c *Console) stamp() string { return c.now().In(c.loc).Format("Mon 15:04") }
 
-// Run reads lines from in until end of input, :quit, or ctx ends.
+// Run reads lines from in until end of input, :quit, or ctx ends. On a
+// terminal (Interactive, and in a terminal's *os.File) lines are edited
+// with history and completion (see editor.go); otherwise they are read
+// as they come and echoed.
 func (c *Console) Run(ctx context.Context, in io.Reader, b Backend) error {
 	c.now = b.Now
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	var lines lineReader = newScanner(in, func(p string) { c.printf("%s", p) })
+	if f, ok := in.(*os.File); ok && c.interactive && term.IsTerminal(int(f.Fd())) {
+		ed, err := newEditor(f, c.out, c.history, newCompleter(c.vocab, c.people))
+		if err != nil {
+			return err
+		}
+		defer ed.close()
+		lines = ed
+		c.mu.Lock()
+		c.out = ed.out() // replies that arrive while a line is edited keep the line intact
+		c.mu.Unlock()
+	}
 	if c.interactive {
 		c.printf("gpubot console — type /gpu help for commands, :help for console directives, :quit to leave.\n")
 	}
 	for {
+		prompt := ""
 		if c.interactive {
-			c.printf("%s [%s]> ", c.as, c.stamp())
+			prompt = fmt.Sprintf("%s [%s]> ", c.as, c.stamp())
 		}
-		if !sc.Scan() {
+		raw, err := lines.next(prompt)
+		if errors.Is(err, errCancelled) {
+			continue
+		}
+		if err != nil {
 			if c.interactive {
 				c.printf("\n")
 			}
-			return sc.Err()
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
 		}
 		if ctx.Err() != nil {
 			return nil
 		}
-		line := strings.TrimSpace(sc.Text())
+		line := strings.TrimSpace(raw)
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
@@ -176,6 +208,34 @@ func (c *Console) Run(ctx context.Context, in io.Reader, b Backend) error {
 		b.Process(ctx, commands.Input{User: c.chatID(), Channel: "console", Text: line})
 	}
 }
+
+// scanner reads lines as they come: piped input, or a terminal when the
+// console is not interactive.
+type scanner struct {
+	sc    *bufio.Scanner
+	print func(string)
+}
+
+func newScanner(in io.Reader, print func(string)) *scanner {
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	return &scanner{sc: sc, print: print}
+}
+
+func (s *scanner) next(prompt string) (string, error) {
+	if prompt != "" {
+		s.print(prompt)
+	}
+	if !s.sc.Scan() {
+		if err := s.sc.Err(); err != nil {
+			return "", err
+		}
+		return "", io.EOF
+	}
+	return s.sc.Text(), nil
+}
+
+func (s *scanner) close() {}
 
 func (c *Console) printf(format string, args ...any) {
 	c.mu.Lock()

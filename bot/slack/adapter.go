@@ -221,6 +221,10 @@ func (a *Adapter) Ready() error {
 // Pending is the number of Web API calls waiting in the outbound queue.
 func (a *Adapter) Pending() int { return a.q.Pending() }
 
+// RateLimited is the number of Web API calls Slack answered with HTTP 429
+// so far (each was tried again after its Retry-After).
+func (a *Adapter) RateLimited() uint64 { return a.q.RateLimited() }
+
 // Run checks the tokens, connects and serves until ctx ends (nil) or
 // Slack refuses a token (ErrBotToken or ErrAppToken, wrapped): at start,
 // or while running, once the bounded recheck (WithTokenRecheck) confirms

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/slack-go/slack"
@@ -83,6 +84,8 @@ type Queue struct {
 	idle    *sync.Cond
 	running sync.WaitGroup
 	stopped bool
+	// limited counts the HTTP 429 answers seen (for metrics).
+	limited atomic.Uint64
 }
 
 type lane struct {
@@ -192,6 +195,10 @@ func (q *Queue) Pending() int {
 	return q.pending
 }
 
+// RateLimited is the number of calls Slack answered with HTTP 429 (rate
+// limited) so far; each was held back and tried again.
+func (q *Queue) RateLimited() uint64 { return q.limited.Load() }
+
 // Drain waits until no call is pending or ctx ends.
 func (q *Queue) Drain(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() {
@@ -273,6 +280,7 @@ func (q *Queue) make(ctx context.Context, c Call) {
 		}
 		if rl, ok := errors.AsType[*slack.RateLimitedError](err); ok {
 			after := max(rl.RetryAfter, time.Second)
+			q.limited.Add(1)
 			q.hold(c.Method, after)
 			q.log.Info("Slack rate limit; waiting", "method", c.Method, "lane", c.Lane, "retryAfter", after)
 			continue

@@ -74,6 +74,9 @@ func TestQueueKeepsOrderWithinALaneThroughRateLimits(t *testing.T) {
 	if d := cmp.Diff([]string{"0", "1", "2", "3", "4"}, l.list()); d != "" {
 		t.Errorf("order (-want +got):\n%s", d)
 	}
+	if got := q.RateLimited(); got != 2 {
+		t.Errorf("RateLimited() = %d, want the 2 answers of 429", got)
+	}
 }
 
 func TestQueueHonoursRetryAfterAcrossLanes(t *testing.T) {

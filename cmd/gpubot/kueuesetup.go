@@ -31,7 +31,7 @@ deploy/kueue/setup.yaml is its output for the bundled example.
 
 Flags:
 `)
-		fs.PrintDefaults()
+		app.PrintFlags(fs)
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

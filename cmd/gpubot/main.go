@@ -16,8 +16,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/term"
-
 	"github.com/gpubot/gpubot/internal/app"
 )
 
@@ -25,41 +23,6 @@ import (
 var version = ""
 
 func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
-
-const usage = `gpubot — GPU requests by chat, on Kubernetes clusters that run Kueue.
-
-People ask for GPUs with /gpu commands; gpubot answers at once with where
-the request stands and when it will start, asks the right lead to approve
-what needs approval, and follows the work until the GPUs are released.
-On the schedules in the configuration it posts daily digests (usage,
-waits, fragmentation, the capacity verdict, a chart) and a weekly success
-report.
-Every 10 minutes (zombies.schedule) it sweeps for zombies (work holding
-GPUs without using them) and asks their owners.
-
-Usage:
-  gpubot [command] [flags]
-
-Commands:
-  console   chat with gpubot in this terminal, on a simulated cluster
-            (or a real one with --kubeconfig)
-  run       run the bot: on Slack (Socket Mode) when SLACK_BOT_TOKEN and
-            SLACK_APP_TOKEN are set, otherwise the console (the default command)
-  simulate  replay a GPU-cluster trace to compare policies and capacity
-  kueue-setup
-            print the Kueue objects (flavors, queues, priorities…) that
-            match the configuration, to apply to the cluster
-  store     check a store, or back it up (also while gpubot runs):
-            gpubot store check, gpubot store backup FILE
-  version   print the version
-  help      show this help, or a command's: gpubot help console
-
-With no configuration gpubot uses its bundled example (deploy/gpubot.example.yaml):
-two GPU flavors, three teams in a shared cohort, and some work already running,
-two of it zombies.
-
-Run "gpubot <command> --help" for a command's flags.
-`
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
@@ -80,10 +43,18 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "version":
 		fmt.Fprintf(stdout, "gpubot %s\n", versionString())
 		return 0
-	case "run", "console":
+	case "run", "console", "slack":
 		return runBot(cmd, args, stdin, stdout, stderr)
 	case "simulate":
-		return runSimulate(args, stdout, stderr)
+		return app.Simulate(args, app.SimulateIO{Stdout: stdout, Stderr: stderr, Terminal: app.IsTerminal(stderr)})
+	case "config":
+		return runConfig(args, stdout, stderr)
+	case "audit":
+		return runAudit(args, stdout, stderr)
+	case "usage":
+		return runUsage(args, stdout, stderr)
+	case "rbac":
+		return runRBAC(args, stdout, stderr)
 	case "kueue-setup":
 		return runKueueSetup(args, stdout, stderr)
 	case "store":
@@ -97,60 +68,20 @@ func runBot(cmd string, args []string, stdin io.Reader, stdout, stderr io.Writer
 	fs := flag.NewFlagSet("gpubot "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
-		cfgPath  = fs.String("config", os.Getenv("GPUBOT_CONFIG"), "configuration `file` (YAML); default: the bundled example, or $GPUBOT_CONFIG")
-		dataDir  = fs.String("data-dir", envOr("GPUBOT_DATA_DIR", app.DefaultDataDir()), "`directory` for gpubot.db and the log; or $GPUBOT_DATA_DIR")
-		as       = fs.String("as", "", "console: who types first (a person's name from the config); default: the first person")
-		start    = fs.String("start", "", "console: simulated start `time` (RFC 3339) of a new data directory (default: now); on an existing one, a later time moves its simulated time forward, as if gpubot had been stopped until then")
-		logFile  = fs.String("log-file", "", "operator log `file`; \"-\" for standard error; default: <data-dir>/gpubot.log, or standard error on Slack")
-		logLevel = fs.String("log-level", "info", "log `level`: debug, info, warn or error")
-		kubecfg  = fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "Kubernetes cluster with Kueue to drive, as a kubeconfig `file`; or $KUBECONFIG; default: the simulated cluster")
-		inClust  = fs.Bool("in-cluster", false, "drive the cluster gpubot runs in, with its pod's ServiceAccount")
-		httpAddr = fs.String("http-addr", "", "serve /healthz, /readyz and /metrics on this `address` (e.g. :8080) on Slack or when driving a cluster; default: off")
+		cfgPath   = fs.String("config", os.Getenv("GPUBOT_CONFIG"), "configuration `file` (YAML); default: the bundled example, or $GPUBOT_CONFIG")
+		dataDir   = fs.String("data-dir", envOr("GPUBOT_DATA_DIR", app.DefaultDataDir()), "`directory` for gpubot.db, the console's history and the log; or $GPUBOT_DATA_DIR")
+		as        = fs.String("as", "", "console: who types first (a person's name from the config); default: the first person")
+		start     = fs.String("start", "", "console on the simulated cluster: simulated start `time` (RFC 3339) of a new data directory (default: now); on an existing one, a later time moves its simulated time forward, as if gpubot had been stopped until then")
+		logFile   = fs.String("log-file", "", "operator log `file`; \"-\" for standard error; default: <data-dir>/gpubot.log in the console, standard error on Slack")
+		logLevel  = fs.String("log-level", "info", "log `level`: debug (adds what people typed), info, warn or error")
+		logFormat = fs.String("log-format", "text", "log `format`: text (key=value) or json (one object per line)")
+		kubecfg   = fs.String("kubeconfig", "", "drive the Kubernetes cluster (with Kueue) of this kubeconfig `file`; $KUBECONFIG alone is not used; default: the simulated cluster")
+		inClust   = fs.Bool("in-cluster", false, "drive the cluster gpubot runs in, with its pod's ServiceAccount")
+		httpAddr  = fs.String("http-addr", "", "serve /healthz, /readyz and /metrics on this `address` (e.g. :8080); on Slack or with a real cluster only; default: off")
 	)
 	fs.Usage = func() {
-		switch cmd {
-		case "console":
-			fmt.Fprint(fs.Output(), `Usage: gpubot console [flags]
-
-Chat with gpubot in this terminal, on a simulated cluster built from the
-configuration. Type /gpu commands as you would in Slack (/gpu help lists
-them) and console directives:
-  :as <person>  :advance <duration>  :click <n> | :click <label> [id]
-  :now  :people  :help  :quit
-When standard input is not a terminal, lines are read one at a time and
-replies printed as plain text; gpubot exits 0 at the end of the input.
-State is kept in <data-dir>/gpubot.db: start again with the same
---data-dir and everything is where you left it (--start with a later time
-resumes as if gpubot had been stopped until then). Scheduled digests are
-posted when :advance passes their time; their charts are written to
-<data-dir>/files and the path printed.
-
-Flags:
-`)
-		default:
-			fmt.Fprint(fs.Output(), `Usage: gpubot [run] [flags]
-
-Run the bot. With SLACK_BOT_TOKEN and SLACK_APP_TOKEN set it connects to
-Slack over Socket Mode (no public URL needed) and serves /gpu until it is
-stopped; without them it starts the console chat (see gpubot console --help).
-With --kubeconfig, $KUBECONFIG or --in-cluster it drives that cluster's
-Kueue; otherwise it runs the simulated cluster from the configuration, in
-real time.
-
-Environment:
-  SLACK_BOT_TOKEN       the app's Bot User OAuth Token (xoxb-…)
-  SLACK_APP_TOKEN       an app-level token with connections:write (xapp-…)
-  SLACK_BOT_TOKEN_FILE, SLACK_APP_TOKEN_FILE
-                        files holding the tokens (e.g. mounted secrets),
-                        read when the variables above are not set
-  SLACK_API_URL         the Web API base URL (default https://slack.com/api/,
-                        or the config's slack.apiURL)
-  GPUBOT_CONFIG, GPUBOT_DATA_DIR, KUBECONFIG: see the flags
-
-Flags:
-`)
-		}
-		fs.PrintDefaults()
+		fmt.Fprint(fs.Output(), botUsage[cmd])
+		app.PrintFlags(fs)
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -168,6 +99,10 @@ Flags:
 		fmt.Fprintf(stderr, "gpubot: --log-level %q: want debug, info, warn or error\n", *logLevel)
 		return 2
 	}
+	if *logFormat != "text" && *logFormat != "json" {
+		fmt.Fprintf(stderr, "gpubot: --log-format %q: want text or json\n", *logFormat)
+		return 2
+	}
 	var startAt time.Time
 	if *start != "" {
 		t, err := time.Parse(time.RFC3339, *start)
@@ -178,31 +113,49 @@ Flags:
 		startAt = t
 	}
 	var sl app.SlackOptions
-	if cmd == "run" {
+	if cmd != "console" {
 		var err error
 		if sl, err = slackOptions(); err != nil {
 			fmt.Fprintf(stderr, "gpubot: %v\n", err)
 			return 1
 		}
-		if sl.BotToken != "" || sl.AppToken != "" {
-			if *logFile == "" {
-				*logFile = "-"
-			}
-		}
+	}
+	interactive := app.IsTerminal(stdin) && app.IsTerminal(stdout)
+	chat, err := app.ChooseChat(cmd, sl.BotToken != "" || sl.AppToken != "", interactive)
+	if err != nil {
+		fmt.Fprintf(stderr, "gpubot %s: %v\n", cmd, err)
+		return 1
+	}
+	onCluster := *kubecfg != "" || *inClust
+	var set []string
+	fs.Visit(func(f *flag.Flag) { set = append(set, f.Name) })
+	if err := app.CheckFlags(chat, onCluster, set); err != nil {
+		fmt.Fprintf(stderr, "gpubot %s: %v\n", cmd, err)
+		return 2
+	}
+	if kc := os.Getenv("KUBECONFIG"); kc != "" && !onCluster {
+		// Visible, not only in the log: the embedded default never
+		// drives a cluster just because the shell has one configured.
+		fmt.Fprintf(stderr, "gpubot: $KUBECONFIG is set (%s) but not used: gpubot runs on its simulated cluster. To drive that cluster, pass --kubeconfig \"$KUBECONFIG\".\n", kc)
+	}
+	if chat == app.ChatSlack && *logFile == "" {
+		*logFile = "-"
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err := app.Run(ctx, app.Options{
+	err = app.Run(ctx, app.Options{
 		ConfigPath:  *cfgPath,
 		DataDir:     *dataDir,
 		As:          *as,
 		Stdin:       stdin,
 		Stdout:      stdout,
 		Stderr:      stderr,
-		Interactive: isTerminal(stdin) && isTerminal(stdout),
+		Interactive: interactive,
 		Start:       startAt,
 		LogFile:     *logFile,
 		LogLevel:    lvl,
+		LogFormat:   *logFormat,
+		Chat:        chat,
 		Cluster:     app.ClusterOptions{Kubeconfig: *kubecfg, InCluster: *inClust, HTTPAddr: *httpAddr},
 		Slack:       sl,
 	})
@@ -246,11 +199,6 @@ func secret(name string) (string, error) {
 		return "", fmt.Errorf("%s_FILE (%s) is empty", name, path)
 	}
 	return v, nil
-}
-
-func isTerminal(x any) bool {
-	f, ok := x.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 func envOr(key, def string) string {

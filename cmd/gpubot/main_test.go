@@ -24,15 +24,24 @@ func TestHelpAndVersion(t *testing.T) {
 		"--help":             {args: []string{"--help"}, stdout: []string{"Usage:", "console", "run", "version", "help"}},
 		"-h":                 {args: []string{"-h"}, stdout: []string{"Commands:"}},
 		"help":               {args: []string{"help"}, stdout: []string{"Commands:"}},
-		"help console":       {args: []string{"help", "console"}, stderr: []string{"Usage: gpubot console", ":advance", "-data-dir", "-as", "-config", "-start"}},
-		"console --help":     {args: []string{"console", "--help"}, stderr: []string{"Usage: gpubot console", "-log-file", "-log-level"}},
-		"run --help":         {args: []string{"run", "--help"}, stderr: []string{"Usage: gpubot [run]", "Socket Mode", "SLACK_BOT_TOKEN", "SLACK_APP_TOKEN_FILE", "SLACK_API_URL", "-http-addr"}},
+		"help console":       {args: []string{"help", "console"}, stderr: []string{"Usage: gpubot console", ":advance", "\n  --data-dir directory\n", "\n  --as string\n", "\n  --config file\n", "\n  --start time\n"}},
+		"console --help":     {args: []string{"console", "--help"}, stderr: []string{"Usage: gpubot console", "--log-file", "--log-level", "--log-format", "Ctrl-D"}},
+		"run --help":         {args: []string{"run", "--help"}, stderr: []string{"Usage: gpubot [run]", "Socket Mode", "SLACK_BOT_TOKEN", "SLACK_APP_TOKEN_FILE", "SLACK_API_URL", "\n  --http-addr address\n"}},
+		"slack --help":       {args: []string{"slack", "--help"}, stderr: []string{"Usage: gpubot slack", "are required", "\n  --in-cluster\n"}},
 		"version":            {args: []string{"version"}, stdout: []string{"gpubot "}},
-		"help store":         {args: []string{"help", "store"}, stderr: []string{"gpubot store check", "gpubot store backup", "Restore:", "-data-dir"}},
-		"--help lists store": {args: []string{"--help"}, stdout: []string{"store     check a store"}},
+		"simulate":           {args: []string{"--help"}, stdout: []string{"simulate       replay a GPU-cluster trace"}},
+		"simulate --help":    {args: []string{"simulate", "--help"}, stderr: []string{"Usage: gpubot simulate", "-nodes", "-progress"}},
+		"simulate bad":       {args: []string{"simulate", "--trace", "x.csv"}, code: 2, stderr: []string{"--nodes and --trace are both required"}},
+		"help config":        {args: []string{"help", "config"}, stdout: []string{"Usage: gpubot config check FILE", "file:line"}},
+		"help audit":         {args: []string{"help", "audit"}, stderr: []string{"Usage: gpubot audit", "\n  --since time\n", "\n  --request id\n", "\n  --json\n"}},
+		"help usage":         {args: []string{"help", "usage"}, stderr: []string{"Usage: gpubot usage export", "\n  --since time\n", "\n  --csv\n"}},
+		"help rbac":          {args: []string{"help", "rbac"}, stderr: []string{"Usage: gpubot rbac", "\n  --config file\n", "\n  --namespace namespace\n"}},
+		"help store":         {args: []string{"help", "store"}, stderr: []string{"gpubot store check", "gpubot store backup", "Restore:", "--data-dir"}},
+		"--help lists store": {args: []string{"--help"}, stdout: []string{"store          check a store"}},
 		"unknown":            {args: []string{"frobnicate"}, code: 2, stderr: []string{`unknown command "frobnicate"`, "Commands:"}},
 		"bad flag":           {args: []string{"console", "--nope"}, code: 2, stderr: []string{"flag provided but not defined: -nope"}},
 		"bad level":          {args: []string{"console", "--log-level", "loud"}, code: 2, stderr: []string{"--log-level"}},
+		"bad format":         {args: []string{"console", "--log-format", "xml"}, code: 2, stderr: []string{`--log-format "xml": want text or json`}},
 		"bad start":          {args: []string{"console", "--start", "tuesday"}, code: 2, stderr: []string{"--start"}},
 		"stray argument":     {args: []string{"console", "extra"}, code: 2, stderr: []string{`unexpected argument "extra"`}},
 	}
@@ -91,6 +100,59 @@ func TestBadConfigIsReportedWithFileAndLine(t *testing.T) {
 }
 
 func writeFile(path, text string) error { return os.WriteFile(path, []byte(text), 0o600) }
+
+// TestNoSingleDashFlagsInHelp: every flag in every command's help is
+// shown as it is typed, with two dashes.
+func TestNoSingleDashFlagsInHelp(t *testing.T) {
+	for _, cmd := range [][]string{{"console"}, {"run"}, {"slack"}, {"simulate"}, {"audit"}, {"rbac"}, {"usage", "export"}, {"store", "check"}, {"kueue-setup"}} {
+		_, _, errw := runCLI(t, "", append(cmd, "--help")...)
+		for _, line := range strings.Split(errw, "\n") {
+			if strings.HasPrefix(strings.TrimSpace(line), "-") && !strings.HasPrefix(strings.TrimSpace(line), "--") {
+				t.Errorf("%s --help shows a single-dash flag: %q", cmd, line)
+			}
+		}
+	}
+}
+
+// TestModesAreExplicit: no chat without tokens or a terminal, flags that
+// would do nothing are refused, and $KUBECONFIG alone drives no cluster.
+func TestModesAreExplicit(t *testing.T) {
+	for _, k := range []string{"SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "SLACK_BOT_TOKEN_FILE", "SLACK_APP_TOKEN_FILE", "KUBECONFIG"} {
+		t.Setenv(k, "")
+	}
+	cases := map[string]struct {
+		args   []string
+		code   int
+		stderr string
+	}{
+		"run without tokens or terminal": {args: []string{"run"}, code: 1, stderr: "SLACK_BOT_TOKEN and SLACK_APP_TOKEN are not set"},
+		"default command likewise":       {args: nil, code: 1, stderr: "gpubot console"},
+		"slack without tokens":           {args: []string{"slack"}, code: 1, stderr: "SLACK_BOT_TOKEN is not set"},
+		"http-addr in the console":       {args: []string{"console", "--http-addr", ":0"}, code: 2, stderr: "--http-addr serves health and metrics on Slack or with a real cluster"},
+		"start on a real cluster":        {args: []string{"console", "--kubeconfig", "k", "--start", "2026-12-01T08:00:00Z"}, code: 2, stderr: "--start sets the simulated cluster's time"},
+		"as on slack":                    {args: []string{"slack", "--as", "bob"}, code: 2, stderr: "--as is for the console"},
+		"two clusters":                   {args: []string{"console", "--kubeconfig", "k", "--in-cluster"}, code: 2, stderr: "give one"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			code, _, errw := runCLI(t, "/gpu capacity\n", append(tc.args, "--data-dir", t.TempDir())...)
+			if code != tc.code || !strings.Contains(errw, tc.stderr) {
+				t.Errorf("exit %d, stderr:\n%s\nwant exit %d and %q", code, errw, tc.code, tc.stderr)
+			}
+		})
+	}
+	t.Run("KUBECONFIG alone", func(t *testing.T) {
+		// An unreachable cluster: were it used, the run would fail.
+		t.Setenv("KUBECONFIG", "/nonexistent/kubeconfig")
+		code, out, errw := runCLI(t, "/gpu capacity\n", "console", "--data-dir", t.TempDir(), "--start", "2026-12-01T08:00:00Z")
+		if code != 0 || !strings.Contains(out, "h100") {
+			t.Fatalf("exit %d, stdout:\n%s\nstderr:\n%s", code, out, errw)
+		}
+		if !strings.Contains(errw, "$KUBECONFIG is set (/nonexistent/kubeconfig) but not used") {
+			t.Errorf("no visible notice that $KUBECONFIG is ignored; stderr:\n%s", errw)
+		}
+	})
+}
 
 // gpubot kueue-setup prints deploy/kueue/setup.yaml for the bundled
 // example; a configuration it cannot read is an error, and its help

@@ -50,7 +50,7 @@ func runStore(args []string, stdout, stderr io.Writer) int {
 	dataDir := fs.String("data-dir", envOr("GPUBOT_DATA_DIR", app.DefaultDataDir()), "`directory` holding gpubot.db; or $GPUBOT_DATA_DIR")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), storeUsage)
-		fs.PrintDefaults()
+		app.PrintFlags(fs)
 	}
 	if sub != "check" && sub != "backup" {
 		fmt.Fprintf(stderr, "gpubot store: unknown command %q\n\n", sub)

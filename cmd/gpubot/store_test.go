@@ -52,7 +52,13 @@ func TestRefusesDamagedStore(t *testing.T) {
 			if err := os.WriteFile(path, tc.data, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			for _, cmd := range []string{"console", "run"} {
+			// The store is refused before anything else: on Slack too, before
+			// the (here missing) tokens are looked at. (gpubot run without
+			// tokens or a terminal stops earlier, naming the variables.)
+			for _, k := range []string{"SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "SLACK_BOT_TOKEN_FILE", "SLACK_APP_TOKEN_FILE"} {
+				t.Setenv(k, "")
+			}
+			for _, cmd := range []string{"console", "slack"} {
 				code, _, errw := runCLI(t, "/gpu status\n", cmd, "--data-dir", dir)
 				if code != 1 {
 					t.Errorf("%s: exit %d, want 1; stderr: %s", cmd, code, errw)

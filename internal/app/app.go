@@ -51,6 +51,12 @@ type Options struct {
 	// LogFile: "" is DataDir/gpubot.log, "-" is Stderr.
 	LogFile  string
 	LogLevel slog.Level
+	// LogFormat is "text" (the default, log/slog's key=value) or "json"
+	// (one JSON object per line, for log collectors).
+	LogFormat string
+	// Chat is where people talk to gpubot; ChatAuto (the zero value) is
+	// Slack when Slack has tokens, else the console.
+	Chat Chat
 	// Cluster connects a real Kubernetes cluster; the zero value runs on
 	// the simulated cluster (see cluster.go).
 	Cluster ClusterOptions
@@ -94,7 +100,10 @@ func Run(ctx context.Context, o Options) (err error) {
 	if o.Cluster.configured() {
 		return runOnCluster(ctx, o, cfg, db, log)
 	}
-	if o.Slack.configured() {
+	if err := claimDataDir(ctx, db, o.DataDir, simulated); err != nil {
+		return err
+	}
+	if o.onSlack() {
 		return runSlackOnSim(ctx, o, cfg, db, log)
 	}
 	start := o.Start
@@ -136,7 +145,8 @@ func Run(ctx context.Context, o Options) (err error) {
 		return err
 	}
 	con, err := console.New(o.Stdout, set.People, console.As(o.As), console.Interactive(o.Interactive), console.In(set.Location),
-		console.Files(filepath.Join(o.DataDir, "files")), console.Clock(clock.Now))
+		console.Files(filepath.Join(o.DataDir, "files")), console.Clock(clock.Now),
+		console.History(filepath.Join(o.DataDir, consoleHistory)), console.Completion(svc.Vocabulary()))
 	if err != nil {
 		return err
 	}
@@ -152,6 +162,11 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	log.Info("gpubot console stopped", "simulatedTime", clock.Now())
 	return nil
+}
+
+// onSlack reports whether Run serves Slack rather than the console.
+func (o Options) onSlack() bool {
+	return o.Chat == ChatSlack || (o.Chat == ChatAuto && o.Slack.configured())
 }
 
 func loadConfig(path string) (*config.Config, error) {
@@ -182,7 +197,15 @@ func logger(o Options) (*slog.Logger, func(), error) {
 		}
 		w, closer = f, func() { f.Close() }
 	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: o.LogLevel})), closer, nil
+	ho := &slog.HandlerOptions{Level: o.LogLevel}
+	switch o.LogFormat {
+	case "", "text":
+		return slog.New(slog.NewTextHandler(w, ho)), closer, nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, ho)), closer, nil
+	}
+	closer()
+	return nil, nil, fmt.Errorf("log format %q: want text or json", o.LogFormat)
 }
 
 // backend connects the console to the runtime, the simulated cluster and
@@ -250,6 +273,9 @@ func (b *backend) syncAt(ctx context.Context, observe bool) error {
 	b.rt.DeliverNow(ctx, b.svc.Settle(ctx))
 	return nil
 }
+
+// consoleHistory is the console's line history in the data directory.
+const consoleHistory = "console_history"
 
 // DefaultDataDir is the per-user state directory:
 // $XDG_STATE_HOME/gpubot, else ~/.local/state/gpubot.

@@ -111,6 +111,13 @@ func runOnCluster(ctx context.Context, o Options, cfg *config.Config, db *store.
 	for _, w := range warnings {
 		log.Warn("configuration and cluster disagree", "problem", w)
 	}
+	id, err := br.Identity(ctx)
+	if err != nil {
+		return err
+	}
+	if err := claimDataDir(ctx, db, o.DataDir, dataOwner{Kind: "kubernetes", UID: id.UID, Server: id.Server}); err != nil {
+		return err
+	}
 	set := cfg.Settings()
 	zombieOpts, err := clusterZombieOptions(cfg, db, br, log)
 	if err != nil {
@@ -121,11 +128,12 @@ func runOnCluster(ctx context.Context, o Options, cfg *config.Config, db *store.
 		return err
 	}
 	svc, err := commands.NewService(ctx, set, commands.Deps{
-		Cluster: br, Requests: db, IDs: db, Audit: tel.audit(db), Usage: db, Clock: clk,
+		Cluster: br, Requests: tel.watchRequests(db), IDs: db, Audit: tel.audit(db), Usage: db, Clock: clk,
 	}, append(zombieOpts, commands.WithLogger(log), commands.WithTracker(br), commands.WithDigests(eng), commands.WithKueueView(br))...)
 	if err != nil {
 		return err
 	}
+	tel.watchCluster(svc, db, clk.Now)
 	if err := addSweep(sched, cfg, svc); err != nil {
 		return err
 	}
@@ -135,23 +143,26 @@ func runOnCluster(ctx context.Context, o Options, cfg *config.Config, db *store.
 		sender  bot.Sender
 		handler bot.Handler = svc
 	)
-	if o.Slack.configured() {
+	if o.onSlack() {
 		ad, handler = newSlack(o, cfg, svc, db, log, tel, clk)
 		if err := ad.Check(ctx); err != nil {
 			return err
 		}
 		tel.ready(ad.Ready)
+		tel.watchSlack(ad)
 		sender = ad
 	} else {
 		con, err = console.New(o.Stdout, set.People, console.As(o.As), console.Interactive(o.Interactive), console.In(set.Location),
-			console.Files(filepath.Join(o.DataDir, "files")))
+			console.Files(filepath.Join(o.DataDir, "files")),
+			console.History(filepath.Join(o.DataDir, consoleHistory)), console.Completion(svc.Vocabulary()))
 		if err != nil {
 			return err
 		}
 		sender = con
 	}
 	rt := bot.New(handler, sender, bot.WithDeduper(db, dedupeTTL, clk), bot.WithLogger(log), bot.WithWorkers(o.Slack.workers()))
-	log.Info("gpubot starting on a Kubernetes cluster", "config", cfg.Name(), "cluster", clusterName(o.Cluster), "dataDir", o.DataDir, "slack", ad != nil)
+	log.Info("gpubot starting on a Kubernetes cluster", "config", cfg.Name(), "cluster", clusterName(o.Cluster), "server", id.Server, "clusterUID", id.UID,
+		"dataDir", o.DataDir, "slack", ad != nil)
 	owned, err := br.Owned(ctx)
 	if err != nil {
 		return err

@@ -3,11 +3,14 @@ package app_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -106,7 +109,8 @@ func TestConsoleOnARealCluster(t *testing.T) {
 	if _, err := c.kube.BatchV1().Jobs("nlp").Create(ctx, job, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	var out bytes.Buffer
+	// The log and the console write from different goroutines.
+	var out lockedBuffer
 	err := app.Run(ctx, app.Options{DataDir: t.TempDir(), As: "alice", LogFile: "-", Stderr: &out, Stdout: &out,
 		Stdin:   strings.NewReader("/gpu request 8xh100 for 1h\n/gpu track nlp/ci-eval\n/gpu status\n/gpu digest\n/gpu report\n"),
 		Cluster: app.ClusterOptions{Kubeconfig: c.env.Kubeconfig}})
@@ -124,6 +128,48 @@ func TestConsoleOnARealCluster(t *testing.T) {
 	if err != nil || len(jobs.Items) != 2 {
 		t.Errorf("%d gpubot Jobs in nlp (%v), want 2 (r1 and the tracked one)", len(jobs.Items), err)
 	}
+
+	// A data directory of the simulated cluster, with queued requests, is
+	// refused on the real cluster before anything is submitted there.
+	simDir := t.TempDir()
+	if err := app.Run(ctx, app.Options{DataDir: simDir, As: "dave", LogFile: "-", Stderr: io.Discard, Stdout: io.Discard,
+		Stdin: strings.NewReader("/gpu request 16xh100 for 1h\n")}); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	err = app.Run(ctx, app.Options{DataDir: simDir, LogFile: "-", Stderr: &out, Stdout: &out, Stdin: strings.NewReader("/gpu status\n"),
+		Cluster: app.ClusterOptions{Kubeconfig: c.env.Kubeconfig}})
+	if !errors.Is(err, app.ErrOtherCluster) || !strings.Contains(err.Error(), "holds the requests of the simulated cluster") {
+		t.Errorf("the simulated cluster's data directory on a real cluster: %v, want ErrOtherCluster", err)
+	}
+	after, err := c.kube.BatchV1().Jobs("").List(ctx, metav1.ListOptions{LabelSelector: "gpubot.io/request"})
+	if err != nil || len(after.Items) != len(jobs.Items) {
+		t.Errorf("after the refusal there are %d gpubot Jobs (%v), want still %d", len(after.Items), err, len(jobs.Items))
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for concurrent writers.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func (l *lockedBuffer) Reset() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b.Reset()
 }
 
 // TestSlackOnARealCluster runs gpubot on (fake) Slack against a real API

@@ -27,6 +27,8 @@ type telemetry struct {
 	api       *prometheus.HistogramVec
 	// Slack is for the Slack adapter's API calls (method → seconds).
 	slack *prometheus.HistogramVec
+	// wait is request → admission, observed by watchRequests.
+	wait *prometheus.HistogramVec
 
 	mu     sync.Mutex
 	checks []func() error
@@ -45,7 +47,11 @@ func newTelemetry(requests commands.RequestStore) *telemetry {
 		slack: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "gpubot_slack_api_request_duration_seconds",
 			Help: "Latency of Slack API calls, by method.", Buckets: prometheus.ExponentialBuckets(0.01, 2, 12)}, []string{"method"}),
 	}
-	t.reg.MustRegister(t.decisions, t.api, t.slack, &requestCollector{requests: requests},
+	t.wait = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "gpubot_request_wait_seconds",
+		Help:    "Time from a request to its admission (approval and requeues included), observed at each admission, by team and priority.",
+		Buckets: []float64{60, 300, 900, 1800, 3600, 2 * 3600, 4 * 3600, 8 * 3600, 16 * 3600, 24 * 3600, 2 * 86400, 4 * 86400, 7 * 86400}},
+		[]string{"team", "priority"})
+	t.reg.MustRegister(t.decisions, t.api, t.slack, t.wait, &requestCollector{requests: requests},
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return t
 }
@@ -137,46 +143,4 @@ type countingAudit struct {
 func (a countingAudit) AppendAudit(ctx context.Context, e records.AuditEntry) (uint64, error) {
 	a.c.WithLabelValues(e.Action, e.Outcome).Inc()
 	return a.AuditLog.AppendAudit(ctx, e)
-}
-
-// requestCollector reports requests by state and how far first start
-// estimates were from actual starts, read from the store at each scrape.
-type requestCollector struct{ requests commands.RequestStore }
-
-var (
-	descRequests = prometheus.NewDesc("gpubot_requests", "Requests by state.", []string{"state"}, nil)
-	descEstErr   = prometheus.NewDesc("gpubot_estimate_error_seconds",
-		"Absolute error of first start estimates (middle of the range) against actual admissions, over requests that started.", []string{"quantile"}, nil)
-)
-
-func (c *requestCollector) Describe(ch chan<- *prometheus.Desc) { ch <- descRequests; ch <- descEstErr }
-
-func (c *requestCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	all, err := c.requests.ListRequests(ctx, nil)
-	if err != nil {
-		return
-	}
-	by := map[records.State]int{}
-	var errs []float64
-	for _, r := range all {
-		by[r.State]++
-		if e := r.FirstEstimate; e != nil && e.Known && !r.AdmittedAt.IsZero() {
-			mid := e.Earliest.Add(e.Latest.Sub(e.Earliest) / 2)
-			d := r.AdmittedAt.Sub(mid)
-			errs = append(errs, max(d, -d).Seconds())
-		}
-	}
-	for _, s := range []records.State{records.StateAwaitingApproval, records.StateQueued, records.StateRunning, records.StateFinished,
-		records.StateCancelled, records.StateDenied, records.StateLost} {
-		ch <- prometheus.MustNewConstMetric(descRequests, prometheus.GaugeValue, float64(by[s]), string(s))
-	}
-	if len(errs) > 0 {
-		slices.Sort(errs)
-		for _, q := range []float64{0.5, 0.9, 1} {
-			i := min(len(errs)-1, int(q*float64(len(errs))))
-			ch <- prometheus.MustNewConstMetric(descEstErr, prometheus.GaugeValue, errs[i], strconv.FormatFloat(q, 'f', -1, 64))
-		}
-	}
 }

@@ -102,11 +102,12 @@ func runSlackOnSim(ctx context.Context, o Options, cfg *config.Config, db *store
 		return err
 	}
 	svc, err := commands.NewService(ctx, cfg.Settings(), commands.Deps{
-		Cluster: sim, Requests: db, IDs: db, Audit: tel.audit(db), Usage: db, Clock: clk,
+		Cluster: sim, Requests: tel.watchRequests(db), IDs: db, Audit: tel.audit(db), Usage: db, Clock: clk,
 	}, append(simZombieOptions(cfg, db, sim, log), commands.WithLogger(log), commands.WithDigests(eng))...)
 	if err != nil {
 		return err
 	}
+	tel.watchCluster(svc, db, clk.Now)
 	if err := addSweep(sched, cfg, svc); err != nil {
 		return err
 	}
@@ -122,6 +123,7 @@ func runSlackOnSim(ctx context.Context, o Options, cfg *config.Config, db *store
 		return err
 	}
 	tel.ready(ad.Ready)
+	tel.watchSlack(ad)
 	if o.Cluster.HTTPAddr != "" {
 		stop, err := tel.serve(o.Cluster.HTTPAddr, log)
 		if err != nil {

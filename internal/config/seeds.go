@@ -139,13 +139,14 @@ func (p *parser) seed(n *yaml.Node, path string) (commands.Seed, SeedUse, bool) 
 }
 
 // fits explains why gpus GPUs at the given topology level cannot run on a
-// flavor's nodes, or returns "". A request of up to one node's GPUs is one
-// pod; a larger one is whole nodes, so it must be a multiple of the node
-// size.
+// flavor's nodes, or returns "". The pods are split by allocator.PodShape,
+// the one rule chat, the form, templates and the simulator use: G GPUs on
+// N-GPU nodes are ceil(G/N) equal pods, so 10 on 8-GPU nodes is 2 pods of
+// 5 and 9 is refused.
 func fits(gpus int, level allocator.Level, fi *flavorInfo) string {
 	per := fi.flavor.GPUsPerNode
-	if gpus > per && gpus%per != 0 {
-		return fmt.Sprintf("%d GPUs cannot be split into whole %s nodes of %d GPUs; ask for at most %d or a multiple of %d", gpus, fi.flavor.Name, per, per, per)
+	if _, _, err := allocator.PodShape(gpus, per); err != nil {
+		return fmt.Sprintf("on %s nodes: %v", fi.flavor.Name, err)
 	}
 	domain, what := fi.nodes*per, "all of "+fi.flavor.Name
 	switch level {

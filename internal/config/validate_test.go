@@ -281,7 +281,7 @@ simulation:
   running:
     - {requester: bob, team: nlp, gpus: 8, flavor: h100, duration: 1h}
     - {requester: alice, team: nlp, gpus: 8, flavor: a100, duration: 1h}
-    - {requester: alice, team: nlp, gpus: 12, flavor: h100, duration: 1h}
+    - {requester: alice, team: nlp, gpus: 9, flavor: h100, duration: 1h}
     - {requester: alice, team: nlp, gpus: 24, flavor: h100, duration: 1h, topology: rack}
     - {requester: alice, team: nlp, gpus: 8, flavor: h100, duration: 1h, topology: blok}
     - {requester: alice, team: nlp, gpus: 8, flavor: h100, duration: 1h, startedAgo: 1h}
@@ -296,7 +296,7 @@ simulation:
 			want: []string{
 				"gpubot.yaml:11:19: simulation.running[0].requester: bob is not a lead or member of team nlp",
 				"gpubot.yaml:12:54: simulation.running[1].flavor: team nlp has no quota for a100 (its flavors: h100)",
-				"gpubot.yaml:13:43: simulation.running[2].gpus: 12 GPUs cannot be split into whole h100 nodes of 8 GPUs; ask for at most 8 or a multiple of 8",
+				"gpubot.yaml:13:43: simulation.running[2].gpus: on h100 nodes: 9 GPUs cannot be split into 2 equal pods of at most 8 GPUs (one pod per node); the nearest sizes that can are 8 and 10",
 				"gpubot.yaml:14:43: simulation.running[3].gpus: 24 GPUs do not fit in one h100 rack, which has 16",
 				`gpubot.yaml:15:84: simulation.running[4].topology: unknown topology level "blok"; did you mean "block"?`,
 				"gpubot.yaml:16:70: simulation.running[5].duration: must be longer than startedAgo (1h): the work would have ended already",

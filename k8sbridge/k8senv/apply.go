@@ -34,6 +34,22 @@ func ApplyFile(ctx context.Context, cfg *rest.Config, path, namespace string) ([
 
 // Apply is ApplyFile on YAML text.
 func Apply(ctx context.Context, cfg *rest.Config, data []byte, namespace string) ([]*unstructured.Unstructured, error) {
+	return apply(ctx, cfg, data, namespace, metav1.PatchOptions{FieldManager: "gpubot-k8senv", Force: ptrTrue()})
+}
+
+// Validate sends every object of the YAML text to the API server as a
+// server-side apply with dry run and strict field validation, as
+// kubectl apply --server-side --dry-run=server --validate=strict: the
+// server checks each against its OpenAPI schema (unknown or duplicate
+// fields are errors) and admission, and stores nothing. Namespaced
+// objects need their namespace to exist.
+func Validate(ctx context.Context, cfg *rest.Config, data []byte, namespace string) error {
+	_, err := apply(ctx, cfg, data, namespace, metav1.PatchOptions{FieldManager: "gpubot-k8senv", Force: ptrTrue(),
+		DryRun: []string{metav1.DryRunAll}, FieldValidation: "Strict"})
+	return err
+}
+
+func apply(ctx context.Context, cfg *rest.Config, data []byte, namespace string, opts metav1.PatchOptions) ([]*unstructured.Unstructured, error) {
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -83,7 +99,7 @@ func Apply(ctx context.Context, cfg *rest.Config, data []byte, namespace string)
 		if err != nil {
 			return out, err
 		}
-		got, err := res.Patch(ctx, obj.GetName(), types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: "gpubot-k8senv", Force: ptrTrue()})
+		got, err := res.Patch(ctx, obj.GetName(), types.ApplyPatchType, body, opts)
 		if err != nil {
 			return out, fmt.Errorf("applying %s %s: %w", gvk.Kind, obj.GetName(), err)
 		}

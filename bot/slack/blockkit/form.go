@@ -86,7 +86,7 @@ func RequestForm(o FormOptions) slack.ModalViewRequest {
 	intro := "gpubot answers at once: started, queued with a start estimate, or waiting for approval. The request's card goes to the team's channel."
 	blocks := []slack.Block{
 		slack.NewContextBlock("intro", slack.NewTextBlockObject(slack.MarkdownType, escape(intro), false, false)),
-		slack.NewInputBlock(FormCount, pt("GPUs"), pt("Up to one node's GPUs run as one pod; more must be whole nodes."), count),
+		slack.NewInputBlock(FormCount, pt("GPUs"), pt("They run as equal pods of at most one node's GPUs each: 10 on 8-GPU nodes are 2 pods of 5."), count),
 		flavor,
 		slack.NewInputBlock(FormDuration, pt("For how long"), pt("Minutes, hours or days: 90m, 4h, 2d."), dur),
 		slack.NewInputBlock(FormTeam, pt("Team"), nil, choice(FormTeam, "Team", o.Teams, o.DefaultTeam, nil)),

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"bytes"
@@ -11,10 +11,15 @@ import (
 
 const sampleDir = "../../simulate/testdata"
 
+// runSim runs "gpubot simulate" with args (the first, "simulate", is
+// the subcommand's name, as typed).
 func runSim(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
+	if len(args) == 0 || args[0] != "simulate" {
+		t.Fatalf("runSim %v: want simulate first", args)
+	}
 	var out, errb bytes.Buffer
-	code = run(args, strings.NewReader(""), &out, &errb)
+	code = Simulate(args[1:], SimulateIO{Stdout: &out, Stderr: &errb})
 	return code, out.String(), errb.String()
 }
 
@@ -84,9 +89,6 @@ func TestSimulateHelp(t *testing.T) {
 			t.Errorf("--help lacks %s", flag)
 		}
 	}
-	if code, out, _ := runSim(t, "--help"); code != 0 || !strings.Contains(out, "simulate  replay a GPU-cluster trace") {
-		t.Errorf("gpubot --help does not list simulate:\n%s", out)
-	}
 }
 
 func TestSimulateErrors(t *testing.T) {
@@ -111,6 +113,7 @@ func TestSimulateErrors(t *testing.T) {
 		"bad row":          {[]string{"--nodes", nodes, "--trace", bad}, 1, "bad.csv:3: gpus: \"two\" is not a number"},
 		"unreachable load": {[]string{"--nodes", nodes, "--trace", pods, "--load", "900%"}, 1, "cannot be reached"},
 		"stray argument":   {[]string{"--nodes", nodes, "--trace", pods, "extra"}, 2, `unexpected argument "extra"`},
+		"bad progress":     {[]string{"--nodes", nodes, "--trace", pods, "--progress", "sometimes"}, 2, `--progress "sometimes"`},
 		"add in packing":   {[]string{"--nodes", nodes, "--trace", pods, "--mode", "packing", "--add", "8xg2"}, 2, "not the packing mode"},
 	}
 	for name, tc := range cases {

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"errors"
@@ -9,8 +9,8 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
-	"time"
+
+	"k8s.io/utils/clock"
 
 	"github.com/gpubot/gpubot/allocator"
 	"github.com/gpubot/gpubot/internal/config"
@@ -77,7 +77,25 @@ type multiFlag []string
 func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 
-func runSimulate(args []string, stdout, stderr io.Writer) int {
+// SimulateIO is where gpubot simulate writes and how it tells time.
+type SimulateIO struct {
+	Stdout, Stderr io.Writer
+	// Terminal says whether Stderr is a terminal: --progress auto draws
+	// the progress bar only then.
+	Terminal bool
+	// Clock times the run (--stats) and the progress bar's estimate of
+	// the time left; nil is the wall clock.
+	Clock clock.PassiveClock
+}
+
+// Simulate is the "gpubot simulate" command: args are its flags; it
+// returns the exit code (0 done, 1 failed, 2 bad usage).
+func Simulate(args []string, sio SimulateIO) int {
+	stdout, stderr := sio.Stdout, sio.Stderr
+	clk := sio.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
 	fs := flag.NewFlagSet("gpubot simulate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
@@ -110,7 +128,7 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&removes, "remove", "replay: also replay with `N`x<flavor> fewer GPUs (whole nodes, last by name); repeatable")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), simulateUsage)
-		fs.PrintDefaults()
+		PrintFlags(fs)
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -135,10 +153,13 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 	if *teamMix != string(simulate.TeamsZipf) && *teamMix != string(simulate.TeamsUniform) {
 		return usageErr("--team-mix %q: want zipf or uniform", *teamMix)
 	}
+	if *progress != "auto" && *progress != "always" && *progress != "never" {
+		return usageErr("--progress %q: want auto, always or never", *progress)
+	}
 	if *teams < 1 || *teams > 1000 {
 		return usageErr("--teams %d: want 1 to 1000", *teams)
 	}
-	started := time.Now()
+	started := clk.Now()
 
 	gpubot, classes, err := gpubotPolicy(*cfgPath)
 	if err != nil {
@@ -168,7 +189,7 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 	}
-	bar := newProgressBar(stderr, *progress)
+	bar := newProgressBar(stderr, *progress == "always" || (*progress == "auto" && sio.Terminal), clk)
 	var rep *simulate.Report
 	if *mode == "packing" {
 		if len(adds)+len(removes) > 0 {
@@ -243,7 +264,7 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		fmt.Fprintf(stderr, "gpubot simulate: %.2fs elapsed, %.0f MiB obtained from the system, %.0f MiB allocated in total\n",
-			time.Since(started).Seconds(), float64(ms.Sys)/(1<<20), float64(ms.TotalAlloc)/(1<<20))
+			clk.Since(started).Seconds(), float64(ms.Sys)/(1<<20), float64(ms.TotalAlloc)/(1<<20))
 	}
 	return 0
 }
@@ -330,51 +351,4 @@ func abs(x int) int {
 		return -x
 	}
 	return x
-}
-
-// progressBar draws the runs' combined progress on a terminal.
-type progressBar struct {
-	w       io.Writer
-	on      bool
-	mu      sync.Mutex
-	runs    map[string][2]int
-	last    int
-	printed bool
-}
-
-func newProgressBar(w io.Writer, mode string) *progressBar {
-	on := mode == "always" || (mode == "auto" && isTerminal(w))
-	return &progressBar{w: w, on: on, runs: map[string][2]int{}, last: -1}
-}
-
-func (b *progressBar) update(run string, done, total int) {
-	if !b.on {
-		return
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.runs[run] = [2]int{done, total}
-	d, t := 0, 0
-	for _, x := range b.runs {
-		d += x[0]
-		t += x[1]
-	}
-	if t == 0 {
-		return
-	}
-	pct := 100 * d / t
-	if pct == b.last {
-		return
-	}
-	b.last = pct
-	const width = 30
-	fill := width * pct / 100
-	fmt.Fprintf(b.w, "\r[%s%s] %3d%%  %d runs", strings.Repeat("#", fill), strings.Repeat(".", width-fill), pct, len(b.runs))
-	b.printed = true
-}
-
-func (b *progressBar) done() {
-	if b.printed {
-		fmt.Fprint(b.w, "\r\033[K")
-	}
 }

@@ -1,0 +1,196 @@
+package allocator
+
+import (
+	"encoding/binary"
+	"hash/maphash"
+	"math"
+	"slices"
+	"time"
+)
+
+// Estimator keeps the last estimates of a cluster's pending workloads
+// and recomputes them only when what they depend on changed: the
+// snapshot's state (cluster, time, workloads and their admissions,
+// usage) or the options. A caller that builds a fresh snapshot for every
+// question, as the command service does, gets the same answers as from
+// Estimates and EstimateFor, at the cost of a fingerprint of the state
+// when nothing changed. It is not safe for concurrent use.
+type Estimator struct {
+	seed maphash.Seed
+	key  uint64
+	ok   bool
+	est  map[string]Estimate
+	// Recomputed counts the full computations so far (for tests and
+	// metrics).
+	Recomputed int
+}
+
+// NewEstimator returns an empty Estimator.
+func NewEstimator() *Estimator { return &Estimator{seed: maphash.MakeSeed()} }
+
+// Estimates is Estimates(s, opts), from the last result if neither s's
+// state nor opts changed since. The map is shared: do not modify it.
+func (e *Estimator) Estimates(s *Snapshot, opts EstimateOptions) map[string]Estimate {
+	k := e.fingerprint(s, opts)
+	if !e.ok || k != e.key {
+		e.est, e.key, e.ok = Estimates(s, opts), k, true
+		e.Recomputed++
+	}
+	return e.est
+}
+
+// For is EstimateFor(s, id, opts): from the last result when s and opts
+// are what it was computed for, else by EstimateFor, which stops once id
+// starts (and leaves the last result in place).
+func (e *Estimator) For(s *Snapshot, id string, opts EstimateOptions) Estimate {
+	if e.ok && e.fingerprint(s, opts) == e.key {
+		if est, ok := e.est[id]; ok {
+			return est
+		}
+		return Estimate{ID: id}
+	}
+	return EstimateFor(s, id, opts)
+}
+
+// Forget drops the last result.
+func (e *Estimator) Forget() { e.ok, e.est = false, nil }
+
+// fingerprint hashes everything estimates depend on. Workloads are
+// combined order-independently, so that the same workloads added in
+// another order (another slot layout) give the same key.
+func (e *Estimator) fingerprint(s *Snapshot, opts EstimateOptions) uint64 {
+	var h maphash.Hash
+	h.SetSeed(e.seed)
+	var buf [8]byte
+	u64 := func(v uint64) {
+		binary.LittleEndian.PutUint64(buf[:], v)
+		h.Write(buf[:])
+	}
+	tm := func(t time.Time) { u64(uint64(t.UnixNano())) }
+	str := func(v string) { u64(uint64(len(v))); h.WriteString(v) }
+	f64 := func(v float64) { u64(math.Float64bits(v)) }
+
+	hashCluster(&h, s.c, u64, str, f64)
+	tm(s.now)
+	for _, u := range s.usage {
+		f64(u)
+	}
+	sum, n := uint64(0), uint64(0)
+	var wh maphash.Hash
+	for i := range s.ws {
+		x := &s.ws[i]
+		if !x.live {
+			continue
+		}
+		wh.SetSeed(e.seed)
+		w := &x.w
+		binary.LittleEndian.PutUint64(buf[:], uint64(w.Priority)<<32|uint64(uint32(w.GPUs)))
+		wh.Write(buf[:])
+		binary.LittleEndian.PutUint64(buf[:], uint64(w.Created.UnixNano()))
+		wh.Write(buf[:])
+		binary.LittleEndian.PutUint64(buf[:], uint64(w.Duration))
+		wh.Write(buf[:])
+		binary.LittleEndian.PutUint64(buf[:], uint64(w.Topology))
+		wh.Write(buf[:])
+		wh.WriteString(w.ID)
+		wh.WriteByte(0)
+		wh.WriteString(w.Queue)
+		wh.WriteByte(0)
+		wh.WriteString(w.Flavor)
+		wh.WriteByte(0)
+		if a := w.Admission; a != nil {
+			binary.LittleEndian.PutUint64(buf[:], uint64(a.At.UnixNano()))
+			wh.Write(buf[:])
+			wh.WriteString(a.Flavor)
+			for _, nd := range a.Nodes {
+				wh.WriteByte(0)
+				wh.WriteString(nd)
+			}
+		}
+		sum += wh.Sum64()
+		n++
+	}
+	u64(sum)
+	u64(n)
+
+	u64(uint64(opts.Horizon))
+	u64(uint64(opts.Step))
+	hashRanges(opts.Factors, u64, str, f64)
+	hashRanges(opts.Workloads, u64, str, f64)
+	u64(uint64(len(opts.Arrivals)))
+	for _, a := range opts.Arrivals {
+		str(a.Queue)
+		u64(uint64(a.Priority))
+		f64(a.GPUs)
+	}
+	return h.Sum64()
+}
+
+func hashRanges(m map[string]Range, u64 func(uint64), str func(string), f64 func(float64)) {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	u64(uint64(len(keys)))
+	for _, k := range keys {
+		str(k)
+		f64(m[k].Low)
+		f64(m[k].High)
+	}
+}
+
+// hashCluster hashes what of the cluster estimates depend on: flavors,
+// nodes, queues with their quotas and preemption, and the policy.
+func hashCluster(h *maphash.Hash, c *Cluster, u64 func(uint64), str func(string), f64 func(float64)) {
+	u64(uint64(len(c.Flavors)))
+	for _, f := range c.Flavors {
+		str(f.Name)
+		u64(uint64(f.GPUsPerNode))
+	}
+	u64(uint64(len(c.Nodes)))
+	for _, n := range c.Nodes {
+		str(n.Name)
+		str(n.Flavor)
+		u64(uint64(n.GPUs))
+		str(n.Block)
+		str(n.Rack)
+	}
+	limit := func(p *int) {
+		if p == nil {
+			u64(math.MaxUint64)
+			return
+		}
+		u64(uint64(*p))
+	}
+	u64(uint64(len(c.Queues)))
+	for _, q := range c.Queues {
+		str(q.Name)
+		str(q.Cohort)
+		f64(q.Weight)
+		str(q.Preemption.WithinClusterQueue)
+		str(q.Preemption.ReclaimWithinCohort)
+		u64(uint64(len(q.Flavors)))
+		for _, f := range q.Flavors {
+			str(f)
+		}
+		keys := make([]string, 0, len(q.Quotas))
+		for k := range q.Quotas {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			qu := q.Quotas[k]
+			str(k)
+			u64(uint64(qu.Nominal))
+			limit(qu.BorrowingLimit)
+			limit(qu.LendingLimit)
+		}
+	}
+	p := c.Policy
+	str(string(p.Mode))
+	u64(uint64(p.HalfLife))
+	u64(uint64(p.EntryPenalty))
+	str(string(p.Placement))
+	u64(p.Seed)
+}
