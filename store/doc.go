@@ -20,7 +20,10 @@
 // (returning ctx.Err() as is) and then runs exactly one bbolt transaction: writes are all or nothing, and a
 // method that returns nil has made its change durable, because bbolt
 // fsyncs the file on each commit. Several changes that must land together
-// go through one call (SaveRequests, UpdateState).
+// go through one call: Commit writes a decision's requests, audit entries,
+// usage, zombies, named state (the simulated cluster's), job runs and
+// outbox messages in one transaction (SaveRequests and UpdateState are
+// narrower).
 //
 // Errors say what was being done ("saving request r7: …") and wrap the
 // sentinels ErrNotFound, ErrLocked, ErrSchema, ErrClosed, ErrCorrupt,
@@ -78,6 +81,11 @@
 //	samples        8-byte big-endian At (unix nanoseconds) → records.Sample as
 //	               JSON: the cluster's fragmentation and what the queue waited
 //	               for, sampled periodically for the digest's averages
+//	outbox         8-byte big-endian sequence (1, 2, …) → records.Outbound as
+//	               JSON: a message gpubot means to send, written in the same
+//	               transaction as the decision that causes it (Commit) and
+//	               removed once the chat platform confirmed it (Delivered).
+//	               The bucket's sequence is the last one given.
 //
 // # Caveats
 //
