@@ -70,7 +70,6 @@ func putZombie(tx *bolt.Tx, z records.Zombie) error {
 	return b.Put(seqKey(n), v)
 }
 
-
 // GetZombie returns the zombie with the given ID, or an error wrapping
 // ErrNotFound.
 func (db *DB) GetZombie(ctx context.Context, id string) (records.Zombie, error) {
