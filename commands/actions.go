@@ -12,7 +12,7 @@ import (
 
 // target reads the request an action is about, answering if it cannot.
 func (s *Service) target(c *call, a Action) (records.Request, bool) {
-	r, err := s.deps.Requests.GetRequest(c.ctx, a.Request)
+	r, err := s.getRequest(c, a.Request)
 	switch {
 	case errors.Is(err, ErrNotFound):
 		s.audit(c, c.who.Name, string(a.Name), a.Request, "invalid", "no such request")
@@ -109,7 +109,7 @@ func (s *Service) deny(c *call, r records.Request, reason string) {
 	r.DenyReason = reason
 	r.EndedAt = c.now
 	r.EndReason = "denied by " + c.who.Name
-	if err := s.deps.Requests.PutRequest(c.ctx, r); err != nil {
+	if err := s.putRequest(c, r); err != nil {
 		s.failed(c, "saving "+r.ID, err)
 		return
 	}
@@ -160,7 +160,7 @@ func (s *Service) stop(c *call, r records.Request, verb Verb) {
 			note = " It had not started, so it was cancelled."
 		}
 	}
-	if err := s.deps.Requests.PutRequest(c.ctx, r); err != nil {
+	if err := s.putRequest(c, r); err != nil {
 		s.failed(c, "saving "+r.ID, err)
 		return
 	}
@@ -202,7 +202,7 @@ func (s *Service) extend(c *call, r records.Request, d time.Duration) {
 	}
 	r.Duration = total
 	r.EndWarned = false
-	if err := s.deps.Requests.PutRequest(c.ctx, r); err != nil {
+	if err := s.putRequest(c, r); err != nil {
 		s.failed(c, "saving "+r.ID, err)
 		return
 	}
@@ -261,7 +261,7 @@ func (s *Service) preempt(c *call, r records.Request) {
 // cluster's events may have moved it on. If it ended meanwhile, the
 // sender is told and ok is false.
 func (s *Service) reread(c *call, r records.Request) (records.Request, bool) {
-	fresh, err := s.deps.Requests.GetRequest(c.ctx, r.ID)
+	fresh, err := s.getRequest(c, r.ID)
 	if err != nil {
 		s.failed(c, "reading "+r.ID, err)
 		return r, false
@@ -274,15 +274,17 @@ func (s *Service) reread(c *call, r records.Request) (records.Request, bool) {
 	return fresh, true
 }
 
-// recordUsage appends r's latest stretch of GPU use to the usage log.
-func (s *Service) recordUsage(c *call, r records.Request) {
-	if r.AdmittedAt.IsZero() || !c.now.After(r.AdmittedAt) {
+// recordUsage appends r's latest stretch of GPU use, until now, to the
+// usage log.
+func (s *Service) recordUsage(c *call, r records.Request) { s.recordUsageUntil(c, r, c.now) }
+
+// recordUsageUntil appends r's latest stretch of GPU use, until end.
+func (s *Service) recordUsageUntil(c *call, r records.Request, end time.Time) {
+	if r.AdmittedAt.IsZero() || !end.After(r.AdmittedAt) {
 		return
 	}
-	u := records.UsageRecord{Request: r.ID, Team: r.Team, Requester: r.Requester, Flavor: r.AdmittedFlavor, GPUs: r.GPUs, Start: r.AdmittedAt, End: c.now}
-	if err := s.deps.Usage.AppendUsage(c.ctx, u); err != nil {
-		s.log.Error("recording usage", "request", r.ID, "err", err)
-	}
+	u := records.UsageRecord{Request: r.ID, Team: r.Team, Requester: r.Requester, Flavor: r.AdmittedFlavor, GPUs: r.GPUs, Start: r.AdmittedAt, End: end}
+	c.w.usage = append(c.w.usage, u)
 }
 
 func thread(id string, r Reply) Output {

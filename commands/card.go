@@ -213,7 +213,7 @@ func (s *Service) victimList(c *call, ids []string) string {
 	parts := make([]string, len(ids))
 	for i, id := range ids {
 		parts[i] = id
-		if v, err := s.deps.Requests.GetRequest(c.ctx, id); err == nil {
+		if v, err := s.getRequest(c, id); err == nil {
 			parts[i] = fmt.Sprintf("%s (%s, %d GPUs, %s)", id, v.Requester, v.GPUs, v.Priority)
 		}
 	}

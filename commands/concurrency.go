@@ -123,10 +123,35 @@ func (s *Service) tryRequest(c *call, id string) (func(), bool) {
 	return func() { c.holds = ""; unlock() }, true
 }
 
-// enter starts the write section for c.
-func (s *Service) enter(c *call) {
+// enter starts the write section for c and returns its end, to be
+// deferred: it commits what c decided, or, if c panicked, drops it all
+// (and the panic goes on).
+func (s *Service) enter(c *call) (leave func()) {
 	s.wmu.Lock()
 	c.writing = true
+	return func() {
+		if v := recover(); v != nil {
+			s.abandon(c)
+			panic(v)
+		}
+		s.leave(c)
+	}
+}
+
+// abandon ends the write section of a call that panicked: nothing it
+// decided is kept.
+func (s *Service) abandon(c *call) {
+	defer func() {
+		c.writing = false
+		s.wmu.Unlock()
+	}()
+	c.w = pending{}
+	c.committed = len(c.outs)
+	if k, ok := s.stepper.(StateKeeper); ok {
+		if err := k.Discard(c.ctx); err != nil {
+			s.log.Error("dropping the simulated cluster's unsaved change", "err", err)
+		}
+	}
 }
 
 // leave ends the write section for c, publishing a new view if the
@@ -136,6 +161,7 @@ func (s *Service) leave(c *call) {
 		c.writing = false
 		s.wmu.Unlock()
 	}()
+	s.commitOrSay(c)
 	if c.changed || c.republish {
 		s.publish(c)
 	}
@@ -152,10 +178,24 @@ func (s *Service) outside(c *call, fn func()) {
 		fn()
 		return
 	}
+	if err := s.commit(c, true); err != nil {
+		s.log.Error("saving a decision", "err", err)
+	}
 	s.wmu.Unlock()
 	defer s.wmu.Lock()
 	fn()
 	c.snap = nil
+}
+
+// flush commits what a call wrote outside any write section (a read's
+// audit entries), keeping none of its outputs.
+func (s *Service) flush(c *call) {
+	if c.w.empty() {
+		return
+	}
+	if err := s.commit(c, false); err != nil {
+		s.log.Error("appending to the audit log", "err", err)
+	}
 }
 
 // view is what reads answer from: the cluster as of the last write, what

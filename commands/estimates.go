@@ -98,8 +98,7 @@ func (s *Service) refresh(ctx context.Context) (outs []Output) {
 	opts := s.estimateOptions(c)
 	ests := s.engine.Estimates(snap, opts)
 	s.setEstimates(ests, opts, c.now)
-	s.enter(c)
-	defer s.leave(c)
+	defer s.enter(c)()
 	s.postEstimates(c, snap, ests)
 	return c.outs
 }
@@ -107,7 +106,7 @@ func (s *Service) refresh(ctx context.Context) (outs []Output) {
 // postEstimates saves and posts the estimates of queued requests that
 // moved materially. It runs in the write section.
 func (s *Service) postEstimates(c *call, snap *allocator.Snapshot, ests map[string]allocator.Estimate) {
-	queued, err := s.deps.Requests.ListRequests(c.ctx, func(r records.Request) bool { return r.State == records.StateQueued })
+	queued, err := s.listRequests(c, func(r records.Request) bool { return r.State == records.StateQueued })
 	if err != nil || len(queued) == 0 {
 		return
 	}
@@ -128,7 +127,7 @@ func (s *Service) postEstimates(c *call, snap *allocator.Snapshot, ests map[stri
 		if r.FirstEstimate == nil {
 			r.FirstEstimate = next
 		}
-		if err := s.deps.Requests.PutRequest(c.ctx, r); err != nil {
+		if err := s.putRequest(c, r); err != nil {
 			s.log.Error("saving estimate", "request", r.ID, "err", err)
 			continue
 		}

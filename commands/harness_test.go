@@ -159,6 +159,8 @@ type envOptions struct {
 	api *apiCluster
 	// engine computes the service's estimates.
 	engine commands.EstimateEngine
+	// commit wraps the store as the service's Committer.
+	commit func(commands.Committer) commands.Committer
 	// requests wraps the store as the service's RequestStore.
 	requests func(commands.RequestStore) commands.RequestStore
 }
@@ -211,7 +213,14 @@ func newEnv(t *testing.T, cfg *config.Config, opts ...envOption) *env {
 	}
 	t.Cleanup(func() { db.Close() })
 	e := &env{t: t, ctx: ctx, cfg: cfg, db: db, clock: clocktesting.NewFakeClock(t0), log: &logBuffer{}}
-	sim, _, err := simcluster.New(ctx, cfg.Cluster(), db, e.clock)
+	// Seen as a real cluster (withAPI) the simulated one saves itself, as
+	// a real one keeps its own state; otherwise the service commits its
+	// state with its records, as gpubot runs it.
+	var simOpts []simcluster.Option
+	if o.api == nil {
+		simOpts = append(simOpts, simcluster.WithSavesByCaller())
+	}
+	sim, _, err := simcluster.New(ctx, cfg.Cluster(), db, e.clock, simOpts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,12 +254,16 @@ func newEnv(t *testing.T, cfg *config.Config, opts ...envOption) *env {
 	if o.engine != nil {
 		svcOpts = append(svcOpts, commands.WithEstimateEngine(o.engine))
 	}
+	var committer commands.Committer = db
+	if o.commit != nil {
+		committer = o.commit(db)
+	}
 	var requests commands.RequestStore = db
 	if o.requests != nil {
 		requests = o.requests(db)
 	}
 	e.svc, err = commands.NewService(ctx, set, commands.Deps{
-		Cluster: cl, Requests: requests, IDs: db, Audit: db, Usage: db, Clock: e.clock,
+		Cluster: cl, Requests: requests, IDs: db, Commit: committer, Audit: db, Usage: db, Clock: e.clock,
 	}, svcOpts...)
 	if err != nil {
 		t.Fatal(err)

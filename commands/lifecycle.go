@@ -34,8 +34,7 @@ func (s *Service) Observe(ctx context.Context, events []allocator.Event) []Outpu
 }
 
 func (s *Service) observeStage(c *call, events []allocator.Event) {
-	s.enter(c)
-	defer s.leave(c)
+	defer s.enter(c)()
 	c.republish = true
 	if s.stepper != nil {
 		more, err := s.stepper.Advance(c.ctx)
@@ -56,7 +55,7 @@ func (s *Service) observe(c *call, events []allocator.Event, skip string) {
 		c.changed = true
 	}
 	for _, ev := range events {
-		r, err := s.deps.Requests.GetRequest(c.ctx, ev.ID)
+		r, err := s.getRequest(c, ev.ID)
 		if err != nil {
 			s.log.Warn("cluster event for an unknown request", "id", ev.ID, "event", ev.Kind, "err", err)
 			continue
@@ -95,9 +94,7 @@ func (s *Service) observe(c *call, events []allocator.Event, skip string) {
 			if r.State != records.StateRunning {
 				continue
 			}
-			c2 := *c
-			c2.now = ev.At
-			s.recordUsage(&c2, r)
+			s.recordUsageUntil(c, r, ev.At)
 			ran := ev.At.Sub(r.AdmittedAt)
 			r.State = records.StateQueued
 			r.QueuedAt = ev.At
@@ -107,7 +104,7 @@ func (s *Service) observe(c *call, events []allocator.Event, skip string) {
 			by := "" // unknown when a missed preemption is reconciled
 			if ev.By != "" {
 				by = " by " + ev.By
-				if b, err := s.deps.Requests.GetRequest(c.ctx, ev.By); err == nil {
+				if b, err := s.getRequest(c, ev.By); err == nil {
 					by = fmt.Sprintf(" by %s (%s, %s)", b.ID, b.Requester, b.Priority)
 				}
 			}
@@ -117,9 +114,7 @@ func (s *Service) observe(c *call, events []allocator.Event, skip string) {
 			if r.State != records.StateRunning {
 				continue
 			}
-			c2 := *c
-			c2.now = ev.At
-			s.recordUsage(&c2, r)
+			s.recordUsageUntil(c, r, ev.At)
 			r.State = records.StateFinished
 			r.EndedAt = ev.At
 			r.EndReason = cmp.Or(ev.Detail, EndTimeUp)
@@ -127,7 +122,7 @@ func (s *Service) observe(c *call, events []allocator.Event, skip string) {
 		default:
 			continue
 		}
-		if err := s.deps.Requests.PutRequest(c.ctx, r); err != nil {
+		if err := s.putRequest(c, r); err != nil {
 			s.log.Error("saving request after cluster event", "request", r.ID, "event", ev.Kind, "err", err)
 			continue
 		}
@@ -161,7 +156,7 @@ func (s *Service) observePods(c *call, r records.Request, ev allocator.Event, sk
 			r.PodsNotReadySince = r.AdmittedAt // never ready since the admission
 		}
 	}
-	if err := s.deps.Requests.PutRequest(c.ctx, r); err != nil {
+	if err := s.putRequest(c, r); err != nil {
 		s.log.Error("saving the pods' readiness", "request", r.ID, "err", err)
 	}
 	var msg string
@@ -198,7 +193,7 @@ func (s *Service) sweep(c *call, changed bool) {
 	inCluster := func(r records.Request) bool {
 		return r.State == records.StateQueued || r.State == records.StateRunning
 	}
-	active, err := s.deps.Requests.ListRequests(c.ctx, inCluster)
+	active, err := s.listRequests(c, inCluster)
 	if err != nil {
 		s.log.Error("listing requests", "err", err)
 		return
@@ -211,7 +206,7 @@ func (s *Service) sweep(c *call, changed bool) {
 	if s.reconcile(c, snap, active) {
 		changed = true
 		// Remind from the records as reconciling left them.
-		if active, err = s.deps.Requests.ListRequests(c.ctx, inCluster); err != nil {
+		if active, err = s.listRequests(c, inCluster); err != nil {
 			s.log.Error("listing requests", "err", err)
 			return
 		}
@@ -225,7 +220,7 @@ func (s *Service) sweep(c *call, changed bool) {
 			continue
 		}
 		r.EndWarned = true
-		if err := s.deps.Requests.PutRequest(c.ctx, r); err != nil {
+		if err := s.putRequest(c, r); err != nil {
 			s.log.Error("saving request", "request", r.ID, "err", err)
 			continue
 		}
@@ -255,7 +250,7 @@ func (s *Service) refreshKueue(c *call) bool {
 	if s.kueue == nil {
 		return false
 	}
-	queued, err := s.deps.Requests.ListRequests(c.ctx, func(r records.Request) bool { return r.State == records.StateQueued })
+	queued, err := s.listRequests(c, func(r records.Request) bool { return r.State == records.StateQueued })
 	if err != nil || len(queued) == 0 {
 		return false
 	}
@@ -269,7 +264,7 @@ func (s *Service) refreshKueue(c *call) bool {
 		}
 		wasNever := strings.HasPrefix(r.KueueSaid, "never: ")
 		r.KueueSaid = key
-		if err := s.deps.Requests.PutRequest(c.ctx, r); err != nil {
+		if err := s.putRequest(c, r); err != nil {
 			s.log.Error("saving request", "request", r.ID, "err", err)
 			continue
 		}
@@ -288,7 +283,7 @@ func (s *Service) refreshKueue(c *call) bool {
 			s.audit(c, "gpubot", "kueue", r.ID, "ok", msg)
 			c.emit(thread(r.ID, plain(msg+". A new estimate follows.")))
 			r.Estimate = nil
-			if err := s.deps.Requests.PutRequest(c.ctx, r); err != nil {
+			if err := s.putRequest(c, r); err != nil {
 				s.log.Error("saving request", "request", r.ID, "err", err)
 			}
 		}
@@ -328,7 +323,7 @@ func (s *Service) reconcile(c *call, snap *allocator.Snapshot, active []records.
 			r.State = records.StateLost
 			r.EndedAt = c.now
 			r.EndReason = "its workload disappeared from the cluster"
-			if err := s.deps.Requests.PutRequest(c.ctx, r); err != nil {
+			if err := s.putRequest(c, r); err != nil {
 				s.log.Error("saving request", "request", r.ID, "err", err)
 				continue
 			}
@@ -370,7 +365,7 @@ func toRecord(now time.Time, e allocator.Estimate) *records.Estimate {
 // estimateOptions are the estimate options at c.now, learned from the
 // service's own records (EstimateOptions).
 func (s *Service) estimateOptions(c *call) allocator.EstimateOptions {
-	all, err := s.deps.Requests.ListRequests(c.ctx, func(r records.Request) bool { return EstimateInput(r, c.now) })
+	all, err := s.listRequests(c, func(r records.Request) bool { return EstimateInput(r, c.now) })
 	if err != nil {
 		s.log.Warn("estimates without learned runtimes: reading the requests failed", "err", err)
 		return allocator.EstimateOptions{Horizon: s.horizon}
@@ -466,8 +461,7 @@ func (s *Service) NextWakeup(ctx context.Context, now time.Time) time.Time {
 // (and returns no IDs) if any request exists already.
 func (s *Service) Seed(ctx context.Context, seeds []Seed) ([]string, error) {
 	c := &call{ctx: ctx, now: s.deps.Clock.Now(), who: &Person{Name: "gpubot"}}
-	s.enter(c)
-	defer s.leave(c)
+	defer s.enter(c)()
 	existing, err := s.deps.Requests.ListRequests(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("listing requests: %w", err)
@@ -490,7 +484,7 @@ func (s *Service) Seed(ctx context.Context, seeds []Seed) ([]string, error) {
 		r.ID, r.Origin, r.Channel = id, "seed", s.channelOf(r.Team)
 		r.SubmittedAt = r.CreatedAt
 		r.State = records.StateQueued
-		if err := s.deps.Requests.PutRequest(ctx, r); err != nil {
+		if err := s.putRequest(c, r); err != nil {
 			return ids, err
 		}
 		w := s.workload(r)

@@ -157,8 +157,7 @@ func (s *Service) locking(next stage) stage {
 		if c.act != nil && c.act.Name != VerbKeep {
 			defer s.lockRequest(c, c.act.Request)()
 		}
-		s.enter(c)
-		defer s.leave(c)
+		defer s.enter(c)()
 		next(c)
 	}
 }

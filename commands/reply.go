@@ -117,6 +117,10 @@ type Destination struct {
 type Output struct {
 	To    Destination
 	Reply Reply
+	// Seq is the output's place in the outbox when it is kept there
+	// until delivered (see Committer); 0 when it is not kept. The bot
+	// runtime tells the outbox once it is delivered.
+	Seq uint64 `json:",omitempty"`
 }
 
 // Input is one thing a person did in a chat: typed a command or pressed a

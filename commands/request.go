@@ -39,7 +39,7 @@ func (s *Service) request(c *call, spec RequestSpec) {
 	detail := describe(r)
 	if len(r.Approval) > 0 && !s.canApprove(c.who, r.Team) {
 		r.State = records.StateAwaitingApproval
-		if err := s.deps.Requests.PutRequest(c.ctx, r); err != nil {
+		if err := s.putRequest(c, r); err != nil {
 			s.failed(c, "saving your request", err)
 			return
 		}
@@ -66,7 +66,7 @@ func (s *Service) submit(c *call, r records.Request) {
 	r.State = records.StateQueued
 	r.SubmittedAt = c.now
 	r.QueuedAt = c.now
-	if err := s.deps.Requests.PutRequest(c.ctx, r); err != nil {
+	if err := s.putRequest(c, r); err != nil {
 		s.failed(c, "saving "+r.ID, err)
 		return
 	}
@@ -80,7 +80,7 @@ func (s *Service) submit(c *call, r records.Request) {
 	}
 	s.observe(c, events, r.ID)
 	victims := victimsOf(events, r.ID)
-	r, err = s.deps.Requests.GetRequest(c.ctx, r.ID)
+	r, err = s.getRequest(c, r.ID)
 	if err != nil {
 		s.failed(c, "reading "+r.ID, err)
 		return
@@ -102,7 +102,7 @@ func (s *Service) submit(c *call, r records.Request) {
 			opts := s.viewOptions(c)
 			var e allocator.Estimate
 			s.outside(c, func() { e = allocator.EstimateFor(snap, r.ID, opts) })
-			if r, err = s.deps.Requests.GetRequest(c.ctx, r.ID); err != nil {
+			if r, err = s.getRequest(c, r.ID); err != nil {
 				s.failed(c, "reading "+r.ID, err)
 				return
 			}
@@ -119,7 +119,7 @@ func (s *Service) submit(c *call, r records.Request) {
 				}
 			}
 		}
-		if err := s.deps.Requests.PutRequest(c.ctx, r); err != nil {
+		if err := s.putRequest(c, r); err != nil {
 			s.log.Error("saving estimate", "request", r.ID, "err", err)
 		}
 	}
@@ -160,7 +160,7 @@ func victimsOf(events []allocator.Event, id string) []string {
 func (s *Service) preemptionWhy(c *call, r records.Request, victims []string) string {
 	var same, other []string
 	for _, id := range victims {
-		v, err := s.deps.Requests.GetRequest(c.ctx, id)
+		v, err := s.getRequest(c, id)
 		if err != nil || v.Team == r.Team {
 			same = append(same, id)
 		} else {

@@ -24,6 +24,11 @@ type Deps struct {
 	IDs      IDSource
 	Audit    AuditLog
 	Usage    UsageLog
+	// Commit, if set, writes each decision's records, the simulated
+	// cluster's state and the messages it means to send in one
+	// transaction, with an outbox (batch.go). Without it the records are
+	// written one by one and no output is kept.
+	Commit Committer
 	// Clock tells the time (k8s.io/utils/clock); tests pass a fake one.
 	Clock clock.PassiveClock
 }
@@ -228,6 +233,10 @@ type call struct {
 	// if nothing changed (time moved).
 	republish bool
 	audits    int // audit entries written
+	// w are the call's writes not yet committed; committed counts the
+	// outputs already in the outbox (or not to be kept).
+	w         pending
+	committed int
 }
 
 func (c *call) private(r Reply)  { c.outs = append(c.outs, private(r)) }
@@ -241,6 +250,7 @@ func (s *Service) Handle(ctx context.Context, in Input) []Output {
 	if len(c.outs) == 0 {
 		c.private(plain("Done."))
 	}
+	s.flush(c)
 	return c.outs
 }
 
@@ -324,9 +334,7 @@ func (s *Service) audit(c *call, actor, action, target, outcome, detail string) 
 		e.Via = "button"
 	}
 	c.audits++
-	if _, err := s.deps.Audit.AppendAudit(c.ctx, e); err != nil {
-		s.log.Error("appending to the audit log", "err", err, "action", action, "target", target)
-	}
+	c.w.audit = append(c.w.audit, e)
 }
 
 // apply carries out op in the cluster. Any change there can move the
@@ -340,6 +348,11 @@ func (s *Service) audit(c *call, actor, action, target, outcome, detail string) 
 func (s *Service) apply(c *call, op Op) ([]allocator.Event, error) {
 	began := s.watch.Now()
 	if s.stepper == nil && c.writing {
+		// Persist, then act: what the call decided so far is durable
+		// before the API call.
+		if err := s.commit(c, true); err != nil {
+			return nil, fmt.Errorf("saving before acting: %w", err)
+		}
 		s.wmu.Unlock()
 		defer s.wmu.Lock()
 	}

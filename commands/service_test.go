@@ -2,6 +2,7 @@ package commands_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -766,4 +767,41 @@ func TestAStoreFailureIsNotAMissingRequest(t *testing.T) {
 	if r := e.req("r1"); r.State != records.StateRunning {
 		t.Errorf("r1 is %s after a failed read; want it left running", r.State)
 	}
+}
+
+// failingCommit fails the next commits, as a full disk would.
+type failingCommit struct {
+	commands.Committer
+	fail int
+}
+
+func (f *failingCommit) Commit(ctx context.Context, w records.Writes, at time.Time) ([]uint64, error) {
+	if f.fail > 0 {
+		f.fail--
+		return nil, fmt.Errorf("committing: %w", errors.New("no space left on device"))
+	}
+	return f.Committer.Commit(ctx, w, at)
+}
+
+// TestAFailedCommitKeepsNothing: when the decision cannot be saved, the
+// sender is told so, no record is kept, and the simulated cluster drops
+// the change it made (the cleanup checks the cluster against the
+// records); the next try works.
+func TestAFailedCommitKeepsNothing(t *testing.T) {
+	f := &failingCommit{}
+	e := newEnv(t, parse(t, small), func(o *envOptions) {
+		o.commit = func(c commands.Committer) commands.Committer { f.Committer = c; return f }
+	})
+	e.do("alice", "request 8xh100 for 1h")
+	f.fail = 1
+	outs := e.do("alice", "release r1")
+	diff(t, "destinations", []string{"sender"}, dests(outs))
+	check(t, outs, want{"sender", "Sorry, saving that failed on gpubot's side"})
+	if r := e.req("r1"); r.State != records.StateRunning {
+		t.Errorf("r1 is %s after a release that could not be saved; want it running", r.State)
+	}
+	if ws := e.workloads(); len(ws) != 1 {
+		t.Errorf("workloads %v, want r1 still running", ws)
+	}
+	check(t, e.do("alice", "release r1"), want{"sender", "r1: released by alice"})
 }

@@ -18,7 +18,7 @@ const maxRows = 25
 // status shows the sender's requests, or one request.
 func (s *Service) status(c *call, id string) {
 	if id != "" {
-		r, err := s.deps.Requests.GetRequest(c.ctx, id)
+		r, err := s.getRequest(c, id)
 		switch {
 		case errors.Is(err, ErrNotFound):
 			c.private(plain(fmt.Sprintf("There is no request %s. /gpu status lists yours.", id)))
@@ -36,7 +36,7 @@ func (s *Service) status(c *call, id string) {
 		return
 	}
 	since := c.now.Add(-24 * time.Hour)
-	mine, err := s.deps.Requests.ListRequests(c.ctx, func(r records.Request) bool {
+	mine, err := s.listRequests(c, func(r records.Request) bool {
 		return strings.EqualFold(r.Requester, c.who.Name) && (!r.State.Final() || r.EndedAt.After(since))
 	})
 	if err != nil {
@@ -88,7 +88,7 @@ func (s *Service) queueView(c *call, team, flavor string) {
 	approxNote := ""
 	for _, id := range snap.Order() {
 		w, _ := snap.Workload(id)
-		r, err := s.deps.Requests.GetRequest(c.ctx, id)
+		r, err := s.getRequest(c, id)
 		if err != nil {
 			r = records.Request{ID: id, Team: w.Queue, GPUs: w.GPUs, Flavor: w.Flavor, Requester: "?"}
 		}
@@ -130,7 +130,7 @@ func (s *Service) queueView(c *call, team, flavor string) {
 			rows = append(rows, row)
 		}
 	}
-	held, _ := s.deps.Requests.ListRequests(c.ctx, func(r records.Request) bool {
+	held, _ := s.listRequests(c, func(r records.Request) bool {
 		return r.State == records.StateAwaitingApproval && (team == "" || r.Team == team) && (flavor == "" || slices.Contains(s.candidateFlavors(r), flavor))
 	})
 	scope := "the cluster"
@@ -292,7 +292,7 @@ func (s *Service) capacityNotes(c *call, snap *allocator.Snapshot) []Block {
 // mix is the share of recent requests by pod size.
 func (s *Service) mix(c *call) allocator.Mix {
 	since := c.now.Add(-MixWindow)
-	recent, err := s.deps.Requests.ListRequests(c.ctx, func(r records.Request) bool { return r.CreatedAt.After(since) })
+	recent, err := s.listRequests(c, func(r records.Request) bool { return r.CreatedAt.After(since) })
 	if err != nil {
 		return nil
 	}
@@ -350,7 +350,7 @@ func (s *Service) usage(c *call, team string, days int) {
 		s.failed(c, "reading usage", err)
 		return
 	}
-	running, _ := s.deps.Requests.ListRequests(c.ctx, func(r records.Request) bool { return r.State == records.StateRunning })
+	running, _ := s.listRequests(c, func(r records.Request) bool { return r.State == records.StateRunning })
 	for _, r := range running {
 		recs = append(recs, records.UsageRecord{Request: r.ID, Team: r.Team, Requester: r.Requester, Flavor: r.AdmittedFlavor, GPUs: r.GPUs, Start: r.AdmittedAt, End: c.now})
 	}
@@ -417,7 +417,7 @@ func (s *Service) usage(c *call, team string, days int) {
 
 // calibration scores first estimates against actual starts since from.
 func (s *Service) calibration(c *call, from time.Time, team string) string {
-	started, err := s.deps.Requests.ListRequests(c.ctx, func(r records.Request) bool {
+	started, err := s.listRequests(c, func(r records.Request) bool {
 		return !r.AdmittedAt.IsZero() && r.AdmittedAt.After(from) && r.Preemptions == 0 && r.FirstEstimate != nil && r.FirstEstimate.Known &&
 			!r.FirstEstimate.At.After(r.AdmittedAt) && (team == "" || r.Team == team)
 	})

@@ -123,13 +123,12 @@ func (s *Service) sweepZombies(c *call) {
 		return
 	}
 	util, utilOK := s.measure(c, subjects)
-	s.enter(c)
-	defer s.leave(c)
+	defer s.enter(c)()
 	subjects, othersOK, ok := s.subjects(c)
 	if !ok {
 		return
 	}
-	recent, err := s.zombies.Zombies(c.ctx, c.now.Add(-pol.KeepFor), c.now.Add(time.Nanosecond))
+	recent, err := s.listZombies(c, c.now.Add(-pol.KeepFor), c.now.Add(time.Nanosecond))
 	if err != nil {
 		s.log.Error("listing zombies", "err", err)
 		return
@@ -199,7 +198,7 @@ func kept(recent []records.Zombie, key string, kind records.ZombieKind) bool {
 // false when work gpubot does not follow should have been looked at but
 // could not be listed; ok is false when nothing can be looked at.
 func (s *Service) subjects(c *call) (out map[string]subject, othersOK, ok bool) {
-	running, err := s.deps.Requests.ListRequests(c.ctx, func(r records.Request) bool { return r.State == records.StateRunning })
+	running, err := s.listRequests(c, func(r records.Request) bool { return r.State == records.StateRunning })
 	if err != nil {
 		s.log.Error("listing running requests for the zombie sweep", "err", err)
 		return nil, false, false

@@ -140,6 +140,7 @@ type RunLog interface {
 // safe for concurrent use; runs are serialised.
 type Scheduler struct {
 	runs      RunLog
+	commit    Committer
 	log       *slog.Logger
 	lateAfter time.Duration
 	retry     time.Duration
@@ -175,6 +176,20 @@ func WithLateAfter(d time.Duration) SchedulerOption { return func(s *Scheduler) 
 func WithRetry(after time.Duration, attempts int) SchedulerOption {
 	return func(s *Scheduler) { s.retry, s.attempts = after, max(1, attempts) }
 }
+
+// Committer makes a run's record and its posts durable together, the
+// posts in an outbox until delivered (commands.Committer; *store.DB
+// satisfies it). It returns the posts' outbox sequence numbers.
+type Committer interface {
+	Commit(ctx context.Context, w records.Writes, at time.Time) ([]uint64, error)
+}
+
+// WithCommitter records each run together with its posts, in one
+// transaction with an outbox: a digest is posted exactly once, across
+// crashes (the outbox delivers it after a restart). Default: the run is
+// recorded first (RunLog.PutRun), so a crash before its posts go out
+// loses them rather than posting twice.
+func WithCommitter(c Committer) SchedulerOption { return func(s *Scheduler) { s.commit = c } }
 
 // NewScheduler returns a scheduler that records runs in runs.
 func NewScheduler(runs RunLog, opts ...SchedulerOption) *Scheduler {
@@ -336,6 +351,20 @@ func (s *Scheduler) runEntry(ctx context.Context, e *entry, now time.Time) []com
 		rec.Failed, outs = true, nil
 	}
 	e.failed, e.retry = 0, time.Time{}
+	if s.commit != nil {
+		if err := s.commitRun(ctx, rec, outs); err != nil {
+			// Nothing was recorded: the run is retried as a failed one.
+			e.failed++
+			e.retry = now.Add(s.retry)
+			s.log.Error("recording a scheduled run with its posts failed; retrying", "job", e.name, "due", due, "err", err)
+			return nil
+		}
+		e.last = due
+		if run.Late {
+			s.log.Info("scheduled job ran late", "job", e.name, "due", due, "at", now)
+		}
+		return outs
+	}
 	if err := s.runs.PutRun(ctx, rec); err != nil {
 		// Not posting is better than posting twice after a restart.
 		s.log.Error("recording a scheduled run failed; its posts are dropped so that they cannot repeat", "job", e.name, "due", due, "err", err)
@@ -347,4 +376,31 @@ func (s *Scheduler) runEntry(ctx context.Context, e *entry, now time.Time) []com
 		s.log.Info("scheduled job ran late", "job", e.name, "due", due, "at", now)
 	}
 	return outs
+}
+
+// commitRun records rec with outs in one transaction: the posts that
+// are not in the outbox yet (Seq 0; a job's body may have committed its
+// own, as the zombie sweep does) go there, and get their Seq.
+func (s *Scheduler) commitRun(ctx context.Context, rec records.JobRun, outs []commands.Output) error {
+	w := records.Writes{Runs: []records.JobRun{rec}}
+	var fresh []int
+	for i, o := range outs {
+		if o.Seq != 0 {
+			continue
+		}
+		data, err := commands.EncodeOutput(o)
+		if err != nil {
+			return err
+		}
+		w.Outbox = append(w.Outbox, data)
+		fresh = append(fresh, i)
+	}
+	seqs, err := s.commit.Commit(ctx, w, rec.At)
+	if err != nil {
+		return err
+	}
+	for k, i := range fresh {
+		outs[i].Seq = seqs[k]
+	}
+	return nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpubot/gpubot/commands"
 	"github.com/gpubot/gpubot/digest"
+	"github.com/gpubot/gpubot/records"
 	"github.com/gpubot/gpubot/store"
 )
 
@@ -297,5 +298,64 @@ func TestFuncAndOutputsAdaptPlainBodies(t *testing.T) {
 	want := map[string]string{"plain": "*/10 * * * *", "sweep": "*/10 * * * *"}
 	if d := cmp.Diff(want, s.Jobs()); d != "" {
 		t.Errorf("Jobs (-want +got):\n%s", d)
+	}
+}
+
+// failingCommitter fails while fail is set.
+type failingCommitter struct {
+	digest.Committer
+	fail bool
+}
+
+func (f *failingCommitter) Commit(ctx context.Context, w records.Writes, at time.Time) ([]uint64, error) {
+	if f.fail {
+		return nil, errors.New("disk full")
+	}
+	return f.Committer.Commit(ctx, w, at)
+}
+
+// TestRunsAreCommittedWithTheirPosts: with a committer, a run's record and
+// its posts are one transaction: the posts wait in the outbox (with their
+// Seq), and a commit that fails records nothing, posts nothing, and runs
+// the job again at the retry.
+func TestRunsAreCommittedWithTheirPosts(t *testing.T) {
+	ctx := context.Background()
+	db := openStore(t, filepath.Join(t.TempDir(), "gpubot.db"))
+	rec := &recorder{}
+	fc := &failingCommitter{Committer: db, fail: true}
+	s := digest.NewScheduler(db, digest.WithCommitter(fc), digest.WithRetry(5*time.Minute, 3))
+	if err := s.Add("digest", mustSchedule(t, "0 9 * * 1-5", berlin), rec.job); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Resume(ctx, t0); err != nil {
+		t.Fatal(err)
+	}
+	nine := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+	if outs := s.RunDue(ctx, nine); len(outs) != 0 {
+		t.Fatalf("posts of a run that could not be recorded: %v", texts(outs))
+	}
+	if run, err := db.LastRun(ctx, "digest"); err != nil || !run.Baseline {
+		t.Fatalf("after the failed commit the last run is %+v, %v; want the baseline", run, err)
+	}
+	if out, _ := db.Outbox(ctx); len(out) != 0 {
+		t.Fatalf("outbox after the failed commit: %d messages", len(out))
+	}
+	fc.fail = false
+	outs := s.RunDue(ctx, nine.Add(5*time.Minute))
+	if len(outs) != 1 || outs[0].Seq == 0 {
+		t.Fatalf("the retry posted %+v; want one post with its outbox Seq", outs)
+	}
+	out, err := db.Outbox(ctx)
+	if err != nil || len(out) != 1 || out[0].Seq != outs[0].Seq {
+		t.Fatalf("outbox = %+v, %v", out, err)
+	}
+	if o, err := commands.DecodeOutput(out[0].Message); err != nil || o.Reply.Text != outs[0].Reply.Text {
+		t.Errorf("outbox message = %+v, %v", o, err)
+	}
+	if run, err := db.LastRun(ctx, "digest"); err != nil || !run.Due.Equal(nine) {
+		t.Errorf("last run %+v, %v; want the 09:00 one", run, err)
+	}
+	if len(rec.runs) != 2 {
+		t.Errorf("the job ran %d times, want twice (the failed commit, the retry)", len(rec.runs))
 	}
 }

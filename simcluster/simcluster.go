@@ -16,7 +16,11 @@
 // Workloads run exactly their requested duration unless removed earlier:
 // the simulated cluster has no notion of a job failing or finishing early
 // on its own. Changes are saved through StateStore after each operation;
-// if saving fails the operation is undone and the error returned.
+// if saving fails the operation is undone and the error returned. With
+// WithSavesByCaller the cluster's owner saves instead: the command
+// service commits the state (Unsaved) in the same transaction as its
+// records of the change, so that a crash cannot keep one without the
+// other, and drops a change whose commit failed (Discard).
 //
 // # Simulated use of the GPUs
 //
@@ -100,6 +104,11 @@ func WithPodsReadyTimeout(d time.Duration) Option {
 	}
 }
 
+// WithSavesByCaller leaves saving to the cluster's owner: a change is
+// kept in memory until Unsaved hands it out and Saved says it is
+// durable. Default: each change is saved through the StateStore.
+func WithSavesByCaller() Option { return func(c *Cluster) { c.callerSaves = true } }
+
 const stateVersion = 1
 
 // Cluster is the simulated cluster.
@@ -107,10 +116,13 @@ type Cluster struct {
 	clock       clock.PassiveClock
 	st          StateStore
 	podsTimeout time.Duration
+	callerSaves bool
 
 	mu       sync.Mutex
 	snap     *allocator.Snapshot
 	profiles map[string]Profile
+	dirty    bool // changed since the owner last saved it (WithSavesByCaller)
+	c        *allocator.Cluster
 }
 
 // New loads the saved state, or starts an empty cluster at the clock's
@@ -118,7 +130,7 @@ type Cluster struct {
 // checked against c: a config change that leaves them without a node or
 // queue is reported, not ignored.
 func New(ctx context.Context, c *allocator.Cluster, st StateStore, clk clock.PassiveClock, opts ...Option) (*Cluster, bool, error) {
-	cl := &Cluster{clock: clk, st: st, podsTimeout: DefaultPodsReadyTimeout, profiles: map[string]Profile{}}
+	cl := &Cluster{clock: clk, st: st, podsTimeout: DefaultPodsReadyTimeout, profiles: map[string]Profile{}, c: c}
 	for _, o := range opts {
 		o(cl)
 	}
@@ -134,22 +146,75 @@ func New(ctx context.Context, c *allocator.Cluster, st StateStore, clk clock.Pas
 	case err != nil:
 		return nil, false, fmt.Errorf("loading the simulated cluster: %w", err)
 	}
-	var s state
-	if err := json.Unmarshal(data, &s); err != nil {
-		return nil, false, fmt.Errorf("decoding the simulated cluster's saved state: %w", err)
-	}
-	if s.Version != stateVersion {
-		return nil, false, fmt.Errorf("the simulated cluster's saved state has version %d; this gpubot reads version %d", s.Version, stateVersion)
-	}
-	snap, err := allocator.NewSnapshot(c, s.Now, s.Workloads, s.Usage)
-	if err != nil {
-		return nil, false, fmt.Errorf("the saved simulated cluster no longer matches the configuration (%w); move the data directory aside to start afresh", err)
-	}
-	cl.snap = snap
-	for id, p := range s.Profiles {
-		cl.profiles[id] = p
+	if err := cl.load(data); err != nil {
+		return nil, false, err
 	}
 	return cl, false, nil
+}
+
+// load makes the saved state data current. The caller holds c.mu or has
+// the only reference to c.
+func (c *Cluster) load(data []byte) error {
+	var s state
+	if err := json.Unmarshal(data, &s); err != nil {
+		return fmt.Errorf("decoding the simulated cluster's saved state: %w", err)
+	}
+	if s.Version != stateVersion {
+		return fmt.Errorf("the simulated cluster's saved state has version %d; this gpubot reads version %d", s.Version, stateVersion)
+	}
+	snap, err := allocator.NewSnapshot(c.c, s.Now, s.Workloads, s.Usage)
+	if err != nil {
+		return fmt.Errorf("the saved simulated cluster no longer matches the configuration (%w); move the data directory aside to start afresh", err)
+	}
+	c.snap = snap
+	c.profiles = map[string]Profile{}
+	for id, p := range s.Profiles {
+		c.profiles[id] = p
+	}
+	return nil
+}
+
+// Unsaved returns the cluster's state to save, if it changed since the
+// last Saved (WithSavesByCaller; never otherwise).
+func (c *Cluster) Unsaved() (records.NamedState, bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.dirty {
+		return records.NamedState{}, false, nil
+	}
+	data, err := c.encode(c.snap, c.profiles)
+	if err != nil {
+		return records.NamedState{}, false, err
+	}
+	return records.NamedState{Name: StateName, Data: data}, true, nil
+}
+
+// Saved tells the cluster that the state Unsaved last returned is
+// durable. Changes made since are still unsaved only if the caller made
+// them after that call; the command service makes none in between.
+func (c *Cluster) Saved() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.dirty = false
+}
+
+// Discard drops the changes not saved: the cluster goes back to its
+// state as last saved in the StateStore (after a failed commit).
+func (c *Cluster) Discard(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.dirty {
+		return nil
+	}
+	data, err := c.st.GetState(ctx, StateName)
+	if err != nil {
+		return fmt.Errorf("reloading the simulated cluster: %w", err)
+	}
+	if err := c.load(data); err != nil {
+		return err
+	}
+	c.dirty = false
+	return nil
 }
 
 // Snapshot returns a copy of the current state.
@@ -214,7 +279,7 @@ func (c *Cluster) SetProfile(ctx context.Context, id string, p Profile) error {
 	if err := c.save(ctx, c.snap, profiles); err != nil {
 		return err
 	}
-	c.profiles = profiles
+	c.profiles, c.dirty = profiles, false // the whole state was saved
 	return nil
 }
 
@@ -327,7 +392,9 @@ func (c *Cluster) change(ctx context.Context, fn func(*allocator.Snapshot) ([]al
 	profiles := maps.Clone(c.profiles)
 	events = append(events, podsEvents(next, profiles, now, c.podsTimeout)...)
 	maps.DeleteFunc(profiles, func(id string, _ Profile) bool { _, ok := next.Workload(id); return !ok })
-	if err := c.save(ctx, next, profiles); err != nil {
+	if c.callerSaves {
+		c.dirty = true
+	} else if err := c.save(ctx, next, profiles); err != nil {
 		return nil, err
 	}
 	c.snap, c.profiles = next, profiles
@@ -357,14 +424,22 @@ func podsEvents(s *allocator.Snapshot, profiles map[string]Profile, now time.Tim
 	return out
 }
 
-func (c *Cluster) save(ctx context.Context, s *allocator.Snapshot, profiles map[string]Profile) error {
+func (c *Cluster) encode(s *allocator.Snapshot, profiles map[string]Profile) ([]byte, error) {
 	st := state{Version: stateVersion, Now: s.Now(), Workloads: s.Workloads(), Usage: s.Usage()}
 	if len(profiles) > 0 {
 		st.Profiles = profiles
 	}
 	data, err := json.Marshal(st)
 	if err != nil {
-		return fmt.Errorf("encoding the simulated cluster: %w", err)
+		return nil, fmt.Errorf("encoding the simulated cluster: %w", err)
+	}
+	return data, nil
+}
+
+func (c *Cluster) save(ctx context.Context, s *allocator.Snapshot, profiles map[string]Profile) error {
+	data, err := c.encode(s, profiles)
+	if err != nil {
+		return err
 	}
 	if err := c.st.PutState(ctx, StateName, data); err != nil {
 		return fmt.Errorf("saving the simulated cluster: %w", err)
