@@ -41,6 +41,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/gpubot/gpubot/commands"
+	"github.com/gpubot/gpubot/records"
 )
 
 // Handler answers one input. *commands.Service satisfies it.
@@ -109,18 +110,35 @@ func Recover(log *slog.Logger) Middleware {
 	}
 }
 
+// Outbox keeps the outputs the handler meant to send (those with a Seq)
+// until they are delivered. *store.DB satisfies it.
+type Outbox interface {
+	Outbox(ctx context.Context) ([]records.Outbound, error)
+	Delivered(ctx context.Context, seq uint64) error
+}
+
+// StaleReply is how old a private reply may be and still be sent after a
+// restart: an answer to what someone typed more than this long ago is
+// dropped (with a log line) rather than sent out of the blue.
+const StaleReply = time.Hour
+
 // ErrBusy is returned by Submit when the work queue is full.
 var ErrBusy = errors.New("bot: too much work queued; try again shortly")
 
 // Runtime is the chat runtime. Create it with New and Start it.
 type Runtime struct {
-	h       Handler
-	send    Sender
-	dedupe  Deduper
-	clock   clock.PassiveClock
-	ttl     time.Duration
-	workers int
-	log     *slog.Logger
+	h      Handler
+	send   Sender
+	dedupe Deduper
+	clock  clock.PassiveClock
+	outbox Outbox
+	// confirms: the runtime tells the outbox of a delivered output (a
+	// Sender that delivers before Send returns); otherwise the Sender does.
+	confirms bool
+	oclock   clock.PassiveClock
+	ttl      time.Duration
+	workers  int
+	log      *slog.Logger
 
 	work chan Event
 	out  chan commands.Output
@@ -156,6 +174,17 @@ func WithDeduper(d Deduper, ttl time.Duration, c clock.PassiveClock) Option {
 
 // WithLogger sets the operator's log. Default: discard.
 func WithLogger(l *slog.Logger) Option { return func(r *Runtime) { r.log = l } }
+
+// WithOutbox keeps outputs in o until delivered, and Replay sends what o
+// still holds (after a restart). With confirms, the Sender delivers
+// before Send returns (the console) and the runtime tells o once Send
+// returned, even with an error (the output is given up, logged);
+// without, the Sender tells o itself when it has delivered (the Slack
+// adapter, whose Send only queues). c dates stale private replies.
+// Default: no outbox.
+func WithOutbox(o Outbox, confirms bool, c clock.PassiveClock) Option {
+	return func(r *Runtime) { r.outbox, r.confirms, r.oclock = o, confirms, c }
+}
 
 // New returns a runtime; h and s are required. h runs behind Recover.
 func New(h Handler, s Sender, opts ...Option) *Runtime {
@@ -319,7 +348,49 @@ func (r *Runtime) handle(ctx context.Context, ev Event) []commands.Output {
 // deliver sends one output; a failure is logged and the output dropped
 // (the Sender retried what was worth retrying).
 func (r *Runtime) deliver(ctx context.Context, o commands.Output) {
-	if err := r.send.Send(ctx, o); err != nil {
+	err := r.send.Send(ctx, o)
+	if err != nil {
 		r.log.Error("delivering a reply", "to", string(o.To.Kind), "request", o.To.Request, "err", err)
 	}
+	if o.Seq != 0 && r.outbox != nil && r.confirms && ctx.Err() == nil {
+		if err := r.outbox.Delivered(ctx, o.Seq); err != nil {
+			r.log.Error("removing a delivered reply from the outbox; it may be sent again after a restart", "seq", o.Seq, "err", err)
+		}
+	}
+}
+
+// Replay sends, in order, what the outbox still holds: outputs decided
+// before a crash or a shutdown that were not delivered. A private reply
+// older than StaleReply is dropped, with a log line. Call it once at
+// start, before new work; the console delivers before it returns, Slack
+// queues.
+func (r *Runtime) Replay(ctx context.Context) error {
+	if r.outbox == nil {
+		return nil
+	}
+	pending, err := r.outbox.Outbox(ctx)
+	if err != nil {
+		return fmt.Errorf("reading the outbox: %w", err)
+	}
+	if len(pending) > 0 {
+		r.log.Info("sending what was not delivered before gpubot stopped", "messages", len(pending))
+	}
+	for _, m := range pending {
+		o, err := commands.DecodeOutput(m.Message)
+		if err != nil {
+			r.log.Error("an outbox message gpubot cannot read; dropped", "seq", m.Seq, "err", err)
+			_ = r.outbox.Delivered(ctx, m.Seq)
+			continue
+		}
+		o.Seq = m.Seq
+		if age := r.oclock.Since(m.At); o.To.Kind == commands.ToSender && age > StaleReply {
+			r.log.Warn("a private reply not delivered before gpubot stopped is too old to send now; dropped", "seq", m.Seq, "user", o.To.User, "age", age.Round(time.Minute).String())
+			if err := r.outbox.Delivered(ctx, m.Seq); err != nil {
+				return fmt.Errorf("dropping a stale reply from the outbox: %w", err)
+			}
+			continue
+		}
+		r.deliver(ctx, o)
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/gpubot/gpubot/commands"
+	"github.com/gpubot/gpubot/records"
 )
 
 type handlerFunc func(context.Context, commands.Input) []commands.Output
@@ -231,5 +233,67 @@ func TestSubmitKeepsOneOrderKeysEventsInOrder(t *testing.T) {
 	}
 	if d := cmp.Diff([]string{"U2:b", "U1:slow", "U1:a", "U1:c"}, rec.texts()); d != "" {
 		t.Errorf("(-want +got):\n%s", d)
+	}
+}
+
+// memOutbox is an Outbox in memory.
+type memOutbox struct {
+	mu        sync.Mutex
+	pending   []records.Outbound
+	delivered []uint64
+}
+
+func (m *memOutbox) Outbox(context.Context) ([]records.Outbound, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.pending), nil
+}
+
+func (m *memOutbox) Delivered(_ context.Context, seq uint64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.delivered = append(m.delivered, seq)
+	m.pending = slices.DeleteFunc(m.pending, func(o records.Outbound) bool { return o.Seq == seq })
+	return nil
+}
+
+func outbound(t *testing.T, seq uint64, at time.Time, o commands.Output) records.Outbound {
+	t.Helper()
+	data, err := commands.EncodeOutput(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return records.Outbound{Seq: seq, At: at, Message: data}
+}
+
+// TestOutboxConfirmsAndReplays: a kept output leaves the outbox once
+// delivered; after a restart, Replay sends what is left in order, except
+// a private reply too old to make sense, which is dropped.
+func TestOutboxConfirmsAndReplays(t *testing.T) {
+	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakePassiveClock(now)
+	ob := &memOutbox{pending: []records.Outbound{
+		outbound(t, 3, now.Add(-time.Minute), commands.Output{To: commands.Destination{Kind: commands.ToChannel, Channel: "#nlp", Request: "r1"}, Reply: commands.Reply{Text: "card r1"}}),
+		outbound(t, 4, now.Add(-2*StaleReply), commands.Output{To: commands.Destination{Kind: commands.ToSender, User: "U0ALICE"}, Reply: commands.Reply{Text: "old answer"}}),
+		outbound(t, 5, now.Add(-time.Minute), commands.Output{To: commands.Destination{Kind: commands.ToThread, Request: "r1"}, Reply: commands.Reply{Text: "thread r1"}}),
+	}}
+	rec := &recorder{}
+	h := handlerFunc(func(context.Context, commands.Input) []commands.Output {
+		return []commands.Output{{To: commands.Destination{Kind: commands.ToSender}, Reply: commands.Reply{Text: "kept"}, Seq: 6},
+			{To: commands.Destination{Kind: commands.ToSender}, Reply: commands.Reply{Text: "not kept"}}}
+	})
+	rt := New(h, rec, WithOutbox(ob, true, clk))
+	if err := rt.Replay(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"card r1", "thread r1"}, rec.texts()); diff != "" {
+		t.Errorf("replayed (-want +got):\n%s", diff)
+	}
+	rt.Process(context.Background(), Event{Input: commands.Input{User: "U0BOB", Text: "x"}})
+	if diff := cmp.Diff([]uint64{3, 4, 5, 6}, ob.delivered); diff != "" {
+		t.Errorf("delivered (-want +got):\n%s", diff)
+	}
+	if len(ob.pending) != 0 {
+		t.Errorf("left in the outbox: %+v", ob.pending)
 	}
 }

@@ -189,6 +189,14 @@ func (s *Service) commit(c *call, durable bool) error {
 	}
 	first := c.committed
 	if durable && s.deps.Commit != nil {
+		for i := range c.outs[first:] {
+			// A private reply is addressed now: after a restart it is
+			// sent from the outbox, without the input.
+			if to := &c.outs[first+i].To; to.Kind == ToSender {
+				to.User = cmpOr(to.User, c.in.User)
+				to.Channel = cmpOr(to.Channel, c.in.Channel)
+			}
+		}
 		for _, o := range c.outs[first:] {
 			data, err := EncodeOutput(o)
 			if err != nil {
@@ -275,4 +283,11 @@ func DecodeOutput(data []byte) (Output, error) {
 		return Output{}, fmt.Errorf("decoding an outbox message: %w", err)
 	}
 	return o, nil
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
 }

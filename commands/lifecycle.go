@@ -294,12 +294,42 @@ func (s *Service) refreshKueue(c *call) bool {
 
 // reconcile brings requests and the cluster into agreement: a queued
 // request the cluster does not have is submitted again; a running one it
-// does not have is marked lost; one whose admission or requeueing was
-// missed is brought up to date. It reports whether it changed anything.
+// does not have finished if its requested time is up (gpubot missed the
+// end: a crash, a restart) and is marked lost otherwise; one whose
+// admission or requeueing was missed is brought up to date. A request
+// someone is operating on (its lock is held) is left to that operation.
+// It reports whether it changed anything.
 func (s *Service) reconcile(c *call, snap *allocator.Snapshot, active []records.Request) bool {
 	changed := false
 	for _, r := range active {
 		w, ok := snap.Workload(r.ID)
+		if ok && (r.State == records.StateQueued) == (w.Admission == nil) {
+			continue // they agree
+		}
+		unlock, free := s.tryRequest(c, r.ID)
+		if !free {
+			continue // an operation on it is under way: the next sweep looks again
+		}
+		if fresh, err := s.getRequest(c, r.ID); err != nil || fresh.State != r.State || !fresh.AdmittedAt.Equal(r.AdmittedAt) {
+			unlock()
+			continue // it moved on since it was listed
+		}
+		if s.reconcileOne(c, r, w, ok) {
+			changed = true
+			if fresh, err := s.snapshot(c); err == nil {
+				snap = fresh // an API call may have let others change the cluster
+			}
+		}
+		unlock()
+	}
+	return changed
+}
+
+// reconcileOne brings r into agreement with the cluster, where its
+// workload is w (ok: the cluster has it). It holds r's lock.
+func (s *Service) reconcileOne(c *call, r records.Request, w allocator.Workload, ok bool) bool {
+	changed := false
+	{
 		switch {
 		case ok && r.State == records.StateQueued && w.Admission != nil:
 			// The cluster admitted it, and the event was missed.
@@ -314,10 +344,15 @@ func (s *Service) reconcile(c *call, snap *allocator.Snapshot, active []records.
 			events, err := s.apply(c, Op{Kind: OpSubmit, Workload: s.workload(r)})
 			if err != nil {
 				s.log.Error("resubmitting request", "request", r.ID, "err", err)
-				continue
+				return changed
 			}
 			s.audit(c, "gpubot", "submit", r.ID, "ok", "resubmitted: the cluster did not have it")
 			s.observe(c, events, "")
+			changed = true
+		case r.State == records.StateRunning && r.Duration > 0 && !r.AdmittedAt.Add(r.Duration).After(c.now):
+			// Gone after its end: it finished while gpubot was not
+			// looking (its time was up), not lost.
+			s.observe(c, []allocator.Event{{Kind: allocator.EventFinished, ID: r.ID, At: r.AdmittedAt.Add(r.Duration)}}, "")
 			changed = true
 		case r.State == records.StateRunning:
 			r.State = records.StateLost
@@ -325,7 +360,7 @@ func (s *Service) reconcile(c *call, snap *allocator.Snapshot, active []records.
 			r.EndReason = "its workload disappeared from the cluster"
 			if err := s.putRequest(c, r); err != nil {
 				s.log.Error("saving request", "request", r.ID, "err", err)
-				continue
+				return changed
 			}
 			s.audit(c, "gpubot", "lost", r.ID, "ok", r.EndReason)
 			c.emit(thread(r.ID, plain("Its workload disappeared from the cluster without finishing; marked lost. Request again if you still need the GPUs.")), s.updateCard(c, r))
@@ -462,6 +497,7 @@ func (s *Service) NextWakeup(ctx context.Context, now time.Time) time.Time {
 func (s *Service) Seed(ctx context.Context, seeds []Seed) ([]string, error) {
 	c := &call{ctx: ctx, now: s.deps.Clock.Now(), who: &Person{Name: "gpubot"}}
 	defer s.enter(c)()
+	defer func() { c.outs = nil }() // seeded work has no card to post about
 	existing, err := s.deps.Requests.ListRequests(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("listing requests: %w", err)

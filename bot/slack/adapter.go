@@ -69,6 +69,7 @@ type Adapter struct {
 	clock   clock.Clock
 	observe func(method string, d time.Duration)
 	dedupe  bot.Deduper
+	outbox  Delivered
 	ttl     time.Duration
 	dclock  clock.PassiveClock
 	httpc   *http.Client
@@ -136,6 +137,18 @@ func WithObserver(f func(method string, d time.Duration)) Option {
 func WithDeduper(d bot.Deduper, ttl time.Duration, c clock.PassiveClock) Option {
 	return func(a *Adapter) { a.dedupe, a.ttl, a.dclock = d, ttl, c }
 }
+
+// Delivered is told when a kept output (one with a Seq) has gone out.
+// *store.DB satisfies it.
+type Delivered interface {
+	Delivered(ctx context.Context, seq uint64) error
+}
+
+// WithOutbox tells o once each kept output's Web API calls are done
+// (made, or given up after their retries); calls still queued when
+// gpubot stops are not, so the output is sent again at the next start
+// (bot.Runtime.Replay). Default: nobody is told.
+func WithOutbox(o Delivered) Option { return func(a *Adapter) { a.outbox = o } }
 
 // WithPingTimeout sets how long the connection may go without a ping
 // from Slack before it is replaced. Default 30 s (slack-go's).

@@ -23,23 +23,44 @@ var _ bot.Sender = (*Adapter)(nil)
 // in order with the other replies of its channel, whatever the rate
 // limits. It never fails.
 func (a *Adapter) Send(ctx context.Context, out commands.Output) error {
+	lane := a.send(ctx, out)
+	if out.Seq != 0 && a.outbox != nil {
+		seq := out.Seq
+		if lane == "" {
+			return a.outbox.Delivered(ctx, seq) // nothing to send
+		}
+		// After the output's calls, in their lane: it is delivered.
+		a.q.Enqueue(Call{Lane: lane, Method: "outbox", Do: func(ctx context.Context) error {
+			if err := a.outbox.Delivered(ctx, seq); err != nil {
+				a.log.Error("removing a delivered reply from the outbox; it may be sent again after a restart", "seq", seq, "err", err)
+			}
+			return nil
+		}})
+	}
+	return nil
+}
+
+// send queues out's Web API calls and returns their lane ("" if none).
+func (a *Adapter) send(ctx context.Context, out commands.Output) string {
 	a.homeDirty.Store(true)
+	var lane string
 	msg := blockkit.Message(out.Reply)
 	to := out.To
 	switch to.Kind {
 	case commands.ToSender:
 		user, channel := to.User, to.Channel
-		a.q.Enqueue(Call{Lane: "user:" + user, Method: "chat.postEphemeral", Do: func(ctx context.Context) error {
+		lane = "user:" + user
+		a.q.Enqueue(Call{Lane: lane, Method: "chat.postEphemeral", Do: func(ctx context.Context) error {
 			return a.private(ctx, user, channel, msg)
 		}})
 		// Files cannot be ephemeral: a private reply's image goes to the
 		// person's DM.
-		a.image("user:"+user, out.Reply.Image, func(ctx context.Context) (string, string, bool) {
+		a.image(lane, out.Reply.Image, func(ctx context.Context) (string, string, bool) {
 			ch, err := a.dmChannel(ctx, user)
 			return ch, "", err == nil
 		})
 	case commands.ToPost:
-		lane := "ch:" + to.Channel
+		lane = "ch:" + to.Channel
 		channel := to.Channel
 		p := &posted{}
 		a.q.Enqueue(Call{Lane: lane, Method: "chat.postMessage", Paced: true, Do: func(ctx context.Context) error {
@@ -52,7 +73,7 @@ func (a *Adapter) Send(ctx context.Context, out commands.Output) error {
 		a.overflow(lane, msg, p.get)
 		a.image(lane, out.Reply.Image, p.get)
 	case commands.ToChannel:
-		lane := "ch:" + to.Channel
+		lane = "ch:" + to.Channel
 		a.mu.Lock()
 		a.lanes[to.Request] = lane
 		a.mu.Unlock()
@@ -66,7 +87,7 @@ func (a *Adapter) Send(ctx context.Context, out commands.Output) error {
 		})
 	case commands.ToThread:
 		req := to.Request
-		lane := a.laneOf(ctx, req)
+		lane = a.laneOf(ctx, req)
 		a.q.Enqueue(a.onCard(lane, req, "chat.postMessage", true, func(ctx context.Context, t records.Thread) error {
 			_, _, err := a.api.PostMessageContext(ctx, t.Channel, slack.MsgOptionText(msg.Text, false), slack.MsgOptionBlocks(msg.Blocks...), slack.MsgOptionTS(t.TS))
 			return err
@@ -77,7 +98,8 @@ func (a *Adapter) Send(ctx context.Context, out commands.Output) error {
 		})
 	case commands.UpdateCard:
 		req := to.Request
-		c := a.onCard(a.laneOf(ctx, req), req, "chat.update", false, func(ctx context.Context, t records.Thread) error {
+		lane = a.laneOf(ctx, req)
+		c := a.onCard(lane, req, "chat.update", false, func(ctx context.Context, t records.Thread) error {
 			_, _, _, err := a.api.UpdateMessageContext(ctx, t.Channel, t.TS, slack.MsgOptionText(msg.Text, false), slack.MsgOptionBlocks(msg.Blocks...))
 			return err
 		})
@@ -87,9 +109,9 @@ func (a *Adapter) Send(ctx context.Context, out commands.Output) error {
 		user, person := to.ChatID, to.Person
 		if user == "" && a.dir == nil {
 			a.log.Warn("cannot message a person without a Slack user ID", "person", person, "text", msg.Text)
-			return nil
+			return ""
 		}
-		lane := "dm:" + user
+		lane = "dm:" + user
 		if user == "" {
 			lane = "dm:person:" + person
 		}
@@ -120,7 +142,7 @@ func (a *Adapter) Send(ctx context.Context, out commands.Output) error {
 	default:
 		a.log.Error("reply with an unknown destination", "kind", string(to.Kind))
 	}
-	return nil
+	return lane
 }
 
 // posted is where a message went, once it is posted: for the calls
@@ -192,8 +214,14 @@ func (a *Adapter) image(lane string, img *commands.Image, where func(context.Con
 }
 
 // card posts a request's card and remembers where it is, in the store
-// too, so that the thread survives a restart.
+// too, so that the thread survives a restart. A card already posted (sent
+// again from the outbox after a crash lost the confirmation) is updated
+// instead: a card is never posted twice.
 func (a *Adapter) card(ctx context.Context, req, channel string, msg blockkit.Rendered) error {
+	if t, ok := a.thread(ctx, req); ok {
+		_, _, _, err := a.api.UpdateMessageContext(ctx, t.Channel, t.TS, slack.MsgOptionText(msg.Text, false), slack.MsgOptionBlocks(msg.Blocks...))
+		return err
+	}
 	ch, ts, err := a.api.PostMessageContext(ctx, channel, slack.MsgOptionText(msg.Text, false), slack.MsgOptionBlocks(msg.Blocks...))
 	if err != nil {
 		return err

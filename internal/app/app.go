@@ -111,7 +111,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		start = time.Now().Truncate(time.Minute)
 	}
 	clock := clocktesting.NewFakeClock(start)
-	sim, fresh, err := simcluster.New(ctx, cfg.Cluster(), db, clock,
+	sim, fresh, err := simcluster.New(ctx, cfg.Cluster(), db, clock, simcluster.WithSavesByCaller(),
 		simcluster.WithPodsReadyTimeout(cfg.Kubernetes().PodsReadyTimeout))
 	if err != nil {
 		return err
@@ -129,7 +129,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		return err
 	}
 	svc, err := commands.NewService(ctx, set, commands.Deps{
-		Cluster: sim, Requests: db, IDs: db, Audit: db, Usage: db, Clock: clock,
+		Cluster: sim, Requests: db, IDs: db, Audit: db, Usage: db, Clock: clock, Commit: db,
 	}, append(simZombieOptions(cfg, db, sim, log), commands.WithLogger(log), commands.WithDigests(eng))...)
 	if err != nil {
 		return err
@@ -150,10 +150,14 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err != nil {
 		return err
 	}
-	rt := bot.New(svc, con, bot.WithDeduper(db, 24*time.Hour, clock), bot.WithLogger(log))
+	rt := bot.New(svc, con, bot.WithDeduper(db, 24*time.Hour, clock), bot.WithLogger(log), bot.WithOutbox(db, true, clock))
 	be := &backend{rt: rt, sim: sim, svc: svc, sched: sched, clock: clock}
 	log.Info("gpubot console starting", "config", cfg.Name(), "dataDir", o.DataDir, "simulatedTime", clock.Now(), "fresh", fresh)
-	// Catch up: reconcile the store with the cluster, refresh estimates.
+	// Send what was not delivered before the last stop, then catch up:
+	// reconcile the store with the cluster, refresh estimates.
+	if err := rt.Replay(ctx); err != nil {
+		return err
+	}
 	if err := be.sync(ctx); err != nil {
 		return err
 	}

@@ -128,7 +128,7 @@ func runOnCluster(ctx context.Context, o Options, cfg *config.Config, db *store.
 		return err
 	}
 	svc, err := commands.NewService(ctx, set, commands.Deps{
-		Cluster: br, Requests: tel.watchRequests(db), IDs: db, Audit: tel.audit(db), Usage: db, Clock: clk,
+		Cluster: br, Requests: tel.watchRequests(db), IDs: db, Audit: tel.audit(db), Usage: db, Clock: clk, Commit: tel.watchCommits(db, db),
 	}, append(zombieOpts, commands.WithLogger(log), commands.WithTracker(br), commands.WithDigests(eng), commands.WithKueueView(br))...)
 	if err != nil {
 		return err
@@ -160,7 +160,10 @@ func runOnCluster(ctx context.Context, o Options, cfg *config.Config, db *store.
 		}
 		sender = con
 	}
-	rt := bot.New(handler, sender, bot.WithDeduper(db, dedupeTTL, clk), bot.WithLogger(log), bot.WithWorkers(o.Slack.workers()))
+	rt := bot.New(handler, sender, bot.WithDeduper(db, dedupeTTL, clk), bot.WithLogger(log), bot.WithWorkers(o.Slack.workers()), bot.WithOutbox(db, ad == nil, clk))
+	if err := rt.Replay(ctx); err != nil {
+		return err
+	}
 	log.Info("gpubot starting on a Kubernetes cluster", "config", cfg.Name(), "cluster", clusterName(o.Cluster), "server", id.Server, "clusterUID", id.UID,
 		"dataDir", o.DataDir, "slack", ad != nil)
 	owned, err := br.Owned(ctx)

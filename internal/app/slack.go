@@ -60,7 +60,7 @@ func newSlack(o Options, cfg *config.Config, svc *commands.Service, db *store.DB
 	if pace.Burst == 0 {
 		pace.Burst = 3
 	}
-	opts := []slackbot.Option{slackbot.WithLogger(log)}
+	opts := []slackbot.Option{slackbot.WithLogger(log), slackbot.WithOutbox(db)}
 	if o.Slack.TokenRecheck > 0 {
 		opts = append(opts, slackbot.WithTokenRecheck(3, o.Slack.TokenRecheck))
 	}
@@ -88,7 +88,7 @@ func runSlackOnSim(ctx context.Context, o Options, cfg *config.Config, db *store
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	sim, fresh, err := simcluster.New(ctx, cfg.Cluster(), db, clk,
+	sim, fresh, err := simcluster.New(ctx, cfg.Cluster(), db, clk, simcluster.WithSavesByCaller(),
 		simcluster.WithPodsReadyTimeout(cfg.Kubernetes().PodsReadyTimeout))
 	if err != nil {
 		return err
@@ -102,7 +102,7 @@ func runSlackOnSim(ctx context.Context, o Options, cfg *config.Config, db *store
 		return err
 	}
 	svc, err := commands.NewService(ctx, cfg.Settings(), commands.Deps{
-		Cluster: sim, Requests: tel.watchRequests(db), IDs: db, Audit: tel.audit(db), Usage: db, Clock: clk,
+		Cluster: sim, Requests: tel.watchRequests(db), IDs: db, Audit: tel.audit(db), Usage: db, Clock: clk, Commit: tel.watchCommits(db, db),
 	}, append(simZombieOptions(cfg, db, sim, log), commands.WithLogger(log), commands.WithDigests(eng))...)
 	if err != nil {
 		return err
@@ -131,7 +131,12 @@ func runSlackOnSim(ctx context.Context, o Options, cfg *config.Config, db *store
 		}
 		defer stop()
 	}
-	rt := bot.New(handler, ad, bot.WithDeduper(db, dedupeTTL, clk), bot.WithLogger(log), bot.WithWorkers(o.Slack.workers()))
+	rt := bot.New(handler, ad, bot.WithDeduper(db, dedupeTTL, clk), bot.WithLogger(log), bot.WithWorkers(o.Slack.workers()), bot.WithOutbox(db, false, clk))
+	// What was not delivered before the last stop goes first (the
+	// adapter's queue sends it once connected).
+	if err := rt.Replay(ctx); err != nil {
+		return err
+	}
 	startRuntime(ctx, rt, &wg)
 	log.Info("gpubot starting on Slack with the simulated cluster", "config", cfg.Name(), "dataDir", o.DataDir, "fresh", fresh)
 	every := o.Cluster.SweepEvery
