@@ -30,6 +30,7 @@ package bot
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -69,6 +70,8 @@ type Event struct {
 	// commands are answered in the order typed). Empty: no ordering.
 	Order string
 	Input commands.Input
+	// received: the inbox has it (and deduplicated it).
+	received bool
 }
 
 // HandlerFunc adapts a function to Handler.
@@ -117,6 +120,17 @@ type Outbox interface {
 	Delivered(ctx context.Context, seq uint64) error
 }
 
+// Inbox keeps deliveries from just before they are acked until they are
+// handled, so that a command acked and then lost in a crash is handled
+// after the restart. *store.DB satisfies it.
+type Inbox interface {
+	// Receive stores data under key unless key was seen within ttl (then
+	// fresh is false: a redelivery).
+	Receive(ctx context.Context, key string, data []byte, now time.Time, ttl time.Duration) (fresh bool, err error)
+	Inbox(ctx context.Context) ([]records.Inbound, error)
+	Handled(ctx context.Context, key string) error
+}
+
 // StaleReply is how old a private reply may be and still be sent after a
 // restart: an answer to what someone typed more than this long ago is
 // dropped (with a log line) rather than sent out of the blue.
@@ -132,6 +146,7 @@ type Runtime struct {
 	dedupe Deduper
 	clock  clock.PassiveClock
 	outbox Outbox
+	inbox  Inbox
 	// confirms: the runtime tells the outbox of a delivered output (a
 	// Sender that delivers before Send returns); otherwise the Sender does.
 	confirms bool
@@ -174,6 +189,16 @@ func WithDeduper(d Deduper, ttl time.Duration, c clock.PassiveClock) Option {
 
 // WithLogger sets the operator's log. Default: discard.
 func WithLogger(l *slog.Logger) Option { return func(r *Runtime) { r.log = l } }
+
+// WithInbox keeps each keyed event in in from Submit (before the adapter
+// acks it) until it is handled, deduplicating there with ttl by c's time
+// instead of at the worker (WithDeduper); Recover handles what it still
+// holds after a restart. The handler removes an event it acted on with
+// its decision (Input.Delivery); the runtime removes it after any other.
+// Default: none.
+func WithInbox(in Inbox, ttl time.Duration, c clock.PassiveClock) Option {
+	return func(r *Runtime) { r.inbox, r.ttl, r.clock = in, ttl, c }
+}
 
 // WithOutbox keeps outputs in o until delivered, and Replay sends what o
 // still holds (after a restart). With confirms, the Sender delivers
@@ -245,6 +270,74 @@ func (r *Runtime) Wait() { r.wg.Wait() }
 // queue is full. An event whose Order key has an event at a worker waits
 // behind it.
 func (r *Runtime) Submit(ev Event) error {
+	if r.inbox != nil && ev.Key != "" && !ev.received {
+		fresh, err := r.receive(ev)
+		switch {
+		case err != nil:
+			// Handled without the inbox (and deduplicated at the worker):
+			// better than refusing it.
+			r.log.Error("keeping a delivery in the inbox", "key", ev.Key, "err", err)
+		case !fresh:
+			r.log.Info("duplicate delivery dropped", "key", ev.Key, "user", ev.Input.User)
+			return nil
+		default:
+			ev.received = true
+		}
+	}
+	err := r.submit(ev)
+	if err != nil && ev.received {
+		// Refused (busy): the sender is told so and tries again; it must
+		// not be handled later from the inbox.
+		if herr := r.inbox.Handled(context.Background(), ev.Key); herr != nil {
+			r.log.Error("removing a refused delivery from the inbox", "key", ev.Key, "err", herr)
+		}
+	}
+	return err
+}
+
+// receive stores ev in the inbox.
+func (r *Runtime) receive(ev Event) (bool, error) {
+	data, err := json.Marshal(struct {
+		Order string
+		Input commands.Input
+	}{ev.Order, ev.Input})
+	if err != nil {
+		return false, err
+	}
+	return r.inbox.Receive(context.Background(), ev.Key, data, r.clock.Now(), r.ttl)
+}
+
+// Recover handles, in order, the deliveries the inbox still holds: acked
+// before a crash and not handled. Call it once at start, before Start's
+// workers take new work; their replies are delivered before it returns
+// (or queued, by a Sender that queues).
+func (r *Runtime) Recover(ctx context.Context) error {
+	if r.inbox == nil {
+		return nil
+	}
+	pending, err := r.inbox.Inbox(ctx)
+	if err != nil {
+		return fmt.Errorf("reading the inbox: %w", err)
+	}
+	if len(pending) > 0 {
+		r.log.Info("handling what was acked but not handled before gpubot stopped", "deliveries", len(pending))
+	}
+	for _, in := range pending {
+		var ev struct {
+			Order string
+			Input commands.Input
+		}
+		if err := json.Unmarshal(in.Data, &ev); err != nil {
+			r.log.Error("a delivery in the inbox gpubot cannot read; dropped", "key", in.Key, "err", err)
+			_ = r.inbox.Handled(ctx, in.Key)
+			continue
+		}
+		r.Process(ctx, Event{Key: in.Key, Order: ev.Order, Input: ev.Input, received: true})
+	}
+	return nil
+}
+
+func (r *Runtime) submit(ev Event) error {
 	if ev.Order == "" {
 		select {
 		case r.work <- ev:
@@ -323,7 +416,14 @@ func (r *Runtime) enqueue(ctx context.Context, o commands.Output) {
 
 // handle dedupes and runs the handler (behind Recover).
 func (r *Runtime) handle(ctx context.Context, ev Event) []commands.Output {
-	if ev.Key != "" && r.dedupe != nil {
+	if ev.received {
+		ev.Input.Delivery = ev.Key
+		defer func() {
+			if err := r.inbox.Handled(ctx, ev.Key); err != nil {
+				r.log.Error("removing a handled delivery from the inbox", "key", ev.Key, "err", err)
+			}
+		}()
+	} else if ev.Key != "" && r.dedupe != nil {
 		seen, err := r.dedupe.Seen(ctx, ev.Key, r.clock.Now(), r.ttl)
 		if err != nil {
 			// Better to risk a duplicate than to lose the input.

@@ -297,3 +297,78 @@ func TestOutboxConfirmsAndReplays(t *testing.T) {
 		t.Errorf("left in the outbox: %+v", ob.pending)
 	}
 }
+
+// memInbox is an Inbox in memory.
+type memInbox struct {
+	mu      sync.Mutex
+	seen    map[string]bool
+	pending []records.Inbound
+	seq     uint64
+}
+
+func (m *memInbox) Receive(_ context.Context, key string, data []byte, now time.Time, _ time.Duration) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.seen[key] {
+		return false, nil
+	}
+	m.seen[key] = true
+	m.seq++
+	m.pending = append(m.pending, records.Inbound{Seq: m.seq, Key: key, At: now, Data: data})
+	return true, nil
+}
+
+func (m *memInbox) Inbox(context.Context) ([]records.Inbound, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.pending), nil
+}
+
+func (m *memInbox) Handled(_ context.Context, key string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.pending = slices.DeleteFunc(m.pending, func(in records.Inbound) bool { return in.Key == key })
+	return nil
+}
+
+// TestInboxKeepsWhatWasAckedUntilHandled: Submit keeps a keyed event in
+// the inbox before it returns (before the adapter acks), drops a
+// redelivery there, and the event leaves the inbox once handled; what a
+// crash left in it is handled by Recover after the restart, with its
+// delivery key in the input.
+func TestInboxKeepsWhatWasAckedUntilHandled(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
+	in := &memInbox{seen: map[string]bool{}}
+	var mu sync.Mutex
+	var deliveries []string
+	h := handlerFunc(func(_ context.Context, i commands.Input) []commands.Output {
+		mu.Lock()
+		deliveries = append(deliveries, i.Delivery)
+		mu.Unlock()
+		return []commands.Output{{To: commands.Destination{Kind: commands.ToSender}, Reply: commands.Reply{Text: "ok " + i.Text}}}
+	})
+	// A runtime that never starts: as if it crashed after the acks.
+	crashed := New(h, &recorder{}, WithInbox(in, time.Hour, clk))
+	for _, key := range []string{"e1", "e2", "e1"} {
+		if err := crashed.Submit(Event{Key: key, Order: "U0ALICE", Input: commands.Input{User: "U0ALICE", Text: key}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, _ := in.Inbox(context.Background()); len(got) != 2 {
+		t.Fatalf("the inbox holds %d deliveries after e1, e2 and e1 again; want 2", len(got))
+	}
+	rec := &recorder{}
+	restarted := New(h, rec, WithInbox(in, time.Hour, clk))
+	if err := restarted.Recover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"ok e1", "ok e2"}, rec.texts()); diff != "" {
+		t.Errorf("recovered (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"e1", "e2"}, deliveries); diff != "" {
+		t.Errorf("the handler was told the deliveries (-want +got):\n%s", diff)
+	}
+	if got, _ := in.Inbox(context.Background()); len(got) != 0 {
+		t.Errorf("left in the inbox: %+v", got)
+	}
+}

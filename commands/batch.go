@@ -174,6 +174,9 @@ func (s *Service) commit(c *call, durable bool) error {
 		w.Requests = append(w.Requests, c.w.reqs[id])
 	}
 	w.Audit, w.Usage = c.w.audit, c.w.usage
+	if c.in.Delivery != "" && !c.handled && s.deps.Commit != nil {
+		w.Handled = []string{c.in.Delivery} // handled with the first thing it decided
+	}
 	for _, id := range c.w.zorder {
 		w.Zombies = append(w.Zombies, c.w.zombies[id])
 	}
@@ -216,6 +219,9 @@ func (s *Service) commit(c *call, durable bool) error {
 		return s.writeEach(c, w)
 	}
 	seqs, err := s.deps.Commit.Commit(c.ctx, w, c.now)
+	if err == nil && len(w.Handled) > 0 {
+		c.handled = true
+	}
 	if err != nil {
 		if keeper != nil && len(w.States) > 0 {
 			if derr := keeper.Discard(c.ctx); derr != nil {

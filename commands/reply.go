@@ -139,6 +139,10 @@ type Input struct {
 	Text string
 	// Action is set for a button press (Text is then ignored).
 	Action *Action
+	// Delivery is the key under which the bot runtime keeps the input in
+	// its inbox until handled; the service's first commit for the input
+	// removes it with what it decided (batch.go). "" for none.
+	Delivery string `json:",omitempty"`
 	// Unreadable is set when the adapter got something from this person
 	// that it could not make sense of (Text and Action are then
 	// ignored): the service audits it as invalid and tells the person

@@ -237,6 +237,7 @@ type call struct {
 	// outputs already in the outbox (or not to be kept).
 	w         pending
 	committed int
+	handled   bool // the input's delivery left the inbox with a commit
 }
 
 func (c *call) private(r Reply)  { c.outs = append(c.outs, private(r)) }

@@ -17,12 +17,14 @@ type Writes struct {
 	// Outbox holds messages to send, in order, each encoded by its
 	// writer; the store gives each its sequence number.
 	Outbox [][]byte
+	// Handled lists inbox deliveries (their keys) this decision handled.
+	Handled []string
 }
 
 // Empty reports whether w changes nothing.
 func (w Writes) Empty() bool {
 	return len(w.Requests) == 0 && len(w.Audit) == 0 && len(w.Usage) == 0 && len(w.Zombies) == 0 &&
-		len(w.States) == 0 && len(w.Runs) == 0 && len(w.Outbox) == 0
+		len(w.States) == 0 && len(w.Runs) == 0 && len(w.Outbox) == 0 && len(w.Handled) == 0
 }
 
 // NamedState is a named blob of state, such as the simulated cluster's.
@@ -43,4 +45,13 @@ type Outbound struct {
 	// Message is the message, encoded by its writer (package commands
 	// encodes an Output).
 	Message []byte `json:"message"`
+}
+
+// Inbound is one delivery from the chat platform (a command, a press),
+// kept from just before it is acked until it is handled.
+type Inbound struct {
+	Seq  uint64    `json:"seq"` // the order received
+	Key  string    `json:"key"` // its delivery key (deduplication)
+	At   time.Time `json:"at"`
+	Data []byte    `json:"data"` // the input, encoded by the receiver
 }

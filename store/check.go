@@ -336,6 +336,10 @@ func (c *recordCheck) all(tx *bolt.Tx) {
 		lastOut = max(lastOut, m.Seq)
 		return err
 	})
+	c.each(tx, bucketInbox, func(k, v []byte) error {
+		_, err := decodeInbound(k, v)
+		return err
+	})
 	if outbox != nil && outbox.Sequence() < lastOut {
 		c.problemf("bucket %s: the sequence is at %d but message %d is stored", bucketOutbox, outbox.Sequence(), lastOut)
 	}

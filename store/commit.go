@@ -70,6 +70,11 @@ func (db *DB) Commit(ctx context.Context, w records.Writes, at time.Time) ([]uin
 				return fmt.Errorf("run of job %s: %w", run.Job, err)
 			}
 		}
+		for _, key := range w.Handled {
+			if err := tx.Bucket(bucketInbox).Delete([]byte(key)); err != nil {
+				return err
+			}
+		}
 		ob := tx.Bucket(bucketOutbox)
 		for _, m := range w.Outbox {
 			seq, err := ob.NextSequence()

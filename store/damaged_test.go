@@ -258,6 +258,7 @@ func TestDamagedStores(t *testing.T) {
 			return b.Put(seqKey(2), []byte(`{"seq":1,"message":"e30="}`))
 		}), want: ErrCorrupt, msg: "record has sequence 1"},
 		"outbox message past the sequence": {data: plantRaw(t, good, put("outbox", "\x00\x00\x00\x00\x00\x00\x00\x09", `{"seq":9,"message":"e30="}`)), want: ErrCorrupt, msg: "sequence is at"},
+		"undecodable inbox delivery":       {data: plantRaw(t, good, put("inbox", "slack:env:9", "{")), want: ErrCorrupt, msg: "inbox"},
 		"a bucket where records belong": {data: plantRaw(t, good, func(tx *bolt.Tx) error {
 			_, err := tx.Bucket(bucketRequests).CreateBucket([]byte("r5x"))
 			return err

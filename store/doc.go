@@ -86,6 +86,11 @@
 //	               transaction as the decision that causes it (Commit) and
 //	               removed once the chat platform confirmed it (Delivered).
 //	               The bucket's sequence is the last one given.
+//	inbox          delivery key → records.Inbound as JSON: a delivery from the
+//	               chat platform, stored before it is acked (Receive) and
+//	               removed with the decision it led to (Commit) or once
+//	               handled (Handled); handled at the next start if a crash
+//	               came between. The bucket's sequence orders them.
 //
 // # Caveats
 //

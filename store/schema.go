@@ -28,11 +28,12 @@ var (
 	bucketJobs         = []byte("jobs")
 	bucketSamples      = []byte("samples")
 	bucketOutbox       = []byte("outbox")
+	bucketInbox        = []byte("inbox")
 
 	allBuckets = [][]byte{
 		bucketMeta, bucketRequests, bucketAudit, bucketUsage, bucketUsageIndex,
 		bucketThreads, bucketDedupe, bucketDedupeExpiry, bucketState, bucketZombies,
-		bucketJobs, bucketSamples, bucketOutbox,
+		bucketJobs, bucketSamples, bucketOutbox, bucketInbox,
 	}
 )
 

@@ -160,8 +160,15 @@ func runOnCluster(ctx context.Context, o Options, cfg *config.Config, db *store.
 		}
 		sender = con
 	}
-	rt := bot.New(handler, sender, bot.WithDeduper(db, dedupeTTL, clk), bot.WithLogger(log), bot.WithWorkers(o.Slack.workers()), bot.WithOutbox(db, ad == nil, clk))
+	rtOpts := []bot.Option{bot.WithDeduper(db, dedupeTTL, clk), bot.WithLogger(log), bot.WithWorkers(o.Slack.workers()), bot.WithOutbox(db, ad == nil, clk)}
+	if ad != nil {
+		rtOpts = append(rtOpts, bot.WithInbox(db, dedupeTTL, clk)) // Slack acks: keep what it acked
+	}
+	rt := bot.New(handler, sender, rtOpts...)
 	if err := rt.Replay(ctx); err != nil {
+		return err
+	}
+	if err := rt.Recover(ctx); err != nil {
 		return err
 	}
 	log.Info("gpubot starting on a Kubernetes cluster", "config", cfg.Name(), "cluster", clusterName(o.Cluster), "server", id.Server, "clusterUID", id.UID,

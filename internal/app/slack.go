@@ -131,10 +131,15 @@ func runSlackOnSim(ctx context.Context, o Options, cfg *config.Config, db *store
 		}
 		defer stop()
 	}
-	rt := bot.New(handler, ad, bot.WithDeduper(db, dedupeTTL, clk), bot.WithLogger(log), bot.WithWorkers(o.Slack.workers()), bot.WithOutbox(db, false, clk))
+	rt := bot.New(handler, ad, bot.WithDeduper(db, dedupeTTL, clk), bot.WithLogger(log), bot.WithWorkers(o.Slack.workers()), bot.WithOutbox(db, false, clk),
+		bot.WithInbox(db, dedupeTTL, clk))
 	// What was not delivered before the last stop goes first (the
-	// adapter's queue sends it once connected).
+	// adapter's queue sends it once connected), then what was acked but
+	// not handled is handled.
 	if err := rt.Replay(ctx); err != nil {
+		return err
+	}
+	if err := rt.Recover(ctx); err != nil {
 		return err
 	}
 	startRuntime(ctx, rt, &wg)
