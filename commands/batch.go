@@ -79,15 +79,16 @@ func (s *Service) getRequest(c *call, id string) (records.Request, error) {
 	return s.deps.Requests.GetRequest(c.ctx, id)
 }
 
-// listRequests is ListRequests as c sees it, with its own writes.
+// listRequests is ListRequests as c sees it, with its own writes, from
+// the cache of committed requests (cache.go).
 func (s *Service) listRequests(c *call, keep func(records.Request) bool) ([]records.Request, error) {
-	if len(c.w.order) == 0 {
-		return s.deps.Requests.ListRequests(c.ctx, keep)
-	}
-	all, err := s.deps.Requests.ListRequests(c.ctx, nil)
-	if err != nil {
+	if err := c.ctx.Err(); err != nil {
 		return nil, err
 	}
+	if len(c.w.order) == 0 {
+		return s.cache.list(keep), nil
+	}
+	all := s.cache.list(nil)
 	seen := map[string]bool{}
 	out := all[:0]
 	for _, r := range all {
@@ -216,7 +217,11 @@ func (s *Service) commit(c *call, durable bool) error {
 		return nil
 	}
 	if s.deps.Commit == nil {
-		return s.writeEach(c, w)
+		if err := s.writeEach(c, w); err != nil {
+			return err
+		}
+		s.cache.put(w.Requests)
+		return nil
 	}
 	seqs, err := s.deps.Commit.Commit(c.ctx, w, c.now)
 	if err == nil && len(w.Handled) > 0 {
@@ -230,6 +235,7 @@ func (s *Service) commit(c *call, durable bool) error {
 		}
 		return err
 	}
+	s.cache.put(w.Requests)
 	if keeper != nil && len(w.States) > 0 {
 		keeper.Saved()
 	}

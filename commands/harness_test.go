@@ -161,6 +161,8 @@ type envOptions struct {
 	engine commands.EstimateEngine
 	// commit wraps the store as the service's Committer.
 	commit func(commands.Committer) commands.Committer
+	// usage wraps the store as the service's UsageLog.
+	usage func(commands.UsageLog) commands.UsageLog
 	// requests wraps the store as the service's RequestStore.
 	requests func(commands.RequestStore) commands.RequestStore
 }
@@ -254,6 +256,10 @@ func newEnv(t *testing.T, cfg *config.Config, opts ...envOption) *env {
 	if o.engine != nil {
 		svcOpts = append(svcOpts, commands.WithEstimateEngine(o.engine))
 	}
+	var usageLog commands.UsageLog = db
+	if o.usage != nil {
+		usageLog = o.usage(db)
+	}
 	var committer commands.Committer = db
 	if o.commit != nil {
 		committer = o.commit(db)
@@ -263,7 +269,7 @@ func newEnv(t *testing.T, cfg *config.Config, opts ...envOption) *env {
 		requests = o.requests(db)
 	}
 	e.svc, err = commands.NewService(ctx, set, commands.Deps{
-		Cluster: cl, Requests: requests, IDs: db, Commit: committer, Audit: db, Usage: db, Clock: e.clock,
+		Cluster: cl, Requests: requests, IDs: db, Commit: committer, Audit: db, Usage: usageLog, Clock: e.clock,
 	}, svcOpts...)
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpubot/gpubot/commands"
 	"github.com/gpubot/gpubot/records"
@@ -78,9 +79,11 @@ func TestHomeUnknownUser(t *testing.T) {
 // TestHomePanic: a failure while building the page is a reply, not a
 // crash.
 func TestHomePanic(t *testing.T) {
-	lists := &panickingLists{}
-	e := newEnv(t, exampleConfig(t), withRequests(func(rs commands.RequestStore) commands.RequestStore { lists.RequestStore = rs; return lists }))
-	lists.armed = true
+	u := &panickingUsage{}
+	e := newEnv(t, exampleConfig(t), func(o *envOptions) {
+		o.usage = func(l commands.UsageLog) commands.UsageLog { u.UsageLog = l; return u }
+	})
+	u.armed = true
 	home := e.svc.Home(e.ctx, "U0ALICE")
 	if !strings.HasPrefix(home.Text, "Something went wrong on gpubot's side while building this page (ref E") {
 		t.Errorf("got %q", home.Text)
@@ -121,15 +124,15 @@ func TestFormDefaults(t *testing.T) {
 	}
 }
 
-// panickingLists is a RequestStore whose ListRequests panics once armed.
-type panickingLists struct {
-	commands.RequestStore
+// panickingUsage is a UsageLog whose Usage panics once armed.
+type panickingUsage struct {
+	commands.UsageLog
 	armed bool
 }
 
-func (p *panickingLists) ListRequests(ctx context.Context, keep func(records.Request) bool) ([]records.Request, error) {
+func (p *panickingUsage) Usage(ctx context.Context, from, to time.Time) ([]records.UsageRecord, error) {
 	if p.armed {
-		panic("listing exploded")
+		panic("usage exploded")
 	}
-	return p.RequestStore.ListRequests(ctx, keep)
+	return p.UsageLog.Usage(ctx, from, to)
 }

@@ -475,7 +475,7 @@ const arrivalWindow = 24 * time.Hour
 // NextWakeup is the next time after now at which the service has
 // time-driven work (an end-of-time reminder), or the zero time.
 func (s *Service) NextWakeup(ctx context.Context, now time.Time) time.Time {
-	running, err := s.deps.Requests.ListRequests(ctx, func(r records.Request) bool {
+	running, err := s.listRequests(&call{ctx: ctx}, func(r records.Request) bool {
 		return r.State == records.StateRunning && !r.EndWarned
 	})
 	if err != nil {
@@ -498,7 +498,7 @@ func (s *Service) Seed(ctx context.Context, seeds []Seed) ([]string, error) {
 	c := &call{ctx: ctx, now: s.deps.Clock.Now(), who: &Person{Name: "gpubot"}}
 	defer s.enter(c)()
 	defer func() { c.outs = nil }() // seeded work has no card to post about
-	existing, err := s.deps.Requests.ListRequests(ctx, nil)
+	existing, err := s.listRequests(c, nil)
 	if err != nil {
 		return nil, fmt.Errorf("listing requests: %w", err)
 	}

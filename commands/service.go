@@ -92,6 +92,7 @@ type Service struct {
 	emu       sync.Mutex // one estimate refresh at a time
 	estimates staleness
 	zmu       sync.Mutex // one zombie sweep at a time
+	cache     requestCache
 	vmu       sync.Mutex // publishing views
 	cur       atomic.Pointer[view]
 }
@@ -143,6 +144,9 @@ func NewService(ctx context.Context, set Settings, deps Deps, opts ...Option) (*
 	}
 	if s.set.DefaultPriority == "" {
 		s.set.DefaultPriority = s.set.Priorities[0].Name
+	}
+	if err := s.cache.load(ctx, deps.Requests); err != nil {
+		return nil, err
 	}
 	snap, err := deps.Cluster.Snapshot(ctx)
 	if err != nil {
