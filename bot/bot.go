@@ -482,7 +482,7 @@ func (r *Runtime) Replay(ctx context.Context) error {
 			_ = r.outbox.Delivered(ctx, m.Seq)
 			continue
 		}
-		o.Seq = m.Seq
+		o.Seq, o.Replayed = m.Seq, true
 		if age := r.oclock.Since(m.At); o.To.Kind == commands.ToSender && age > StaleReply {
 			r.log.Warn("a private reply not delivered before gpubot stopped is too old to send now; dropped", "seq", m.Seq, "user", o.To.User, "age", age.Round(time.Minute).String())
 			if err := r.outbox.Delivered(ctx, m.Seq); err != nil {

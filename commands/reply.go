@@ -121,6 +121,10 @@ type Output struct {
 	// until delivered (see Committer); 0 when it is not kept. The bot
 	// runtime tells the outbox once it is delivered.
 	Seq uint64 `json:",omitempty"`
+	// Replayed is set on an output sent again from the outbox after a
+	// restart (Runtime.Replay): a Sender that can tell whether the chat
+	// already has it does not send it twice.
+	Replayed bool `json:"-"`
 }
 
 // Input is one thing a person did in a chat: typed a command or pressed a

@@ -67,7 +67,8 @@
 //	               records.UsageRecord as JSON, so scans by time are cheap.
 //	usage-index    8-byte Start + request ID → key in usage; makes
 //	               AppendUsage idempotent per (Request, Start).
-//	threads        request ID → records.Thread as JSON
+//	threads        request ID → records.Thread as JSON (where its card is); also
+//	               "channel:#name" → the ID of a channel configured by name
 //	dedupe         delivery key → 8-byte big-endian expiry (unix nanoseconds)
 //	dedupe-expiry  8-byte expiry + delivery key → nothing; oldest first, for
 //	               pruning

@@ -93,13 +93,14 @@ type Adapter struct {
 	runCtx     context.Context
 	stopRun    context.CancelFunc
 
-	mu     sync.Mutex
-	sock   *socketConn               // the newest Socket Mode connection
-	lanes  map[string]string         // request → lane of its card
-	cards  map[string]records.Thread // request → card
-	dms    map[string]string         // user → DM channel
-	routes map[string]*route         // user+channel → response_url
-	homes  map[string]time.Time      // user → when they last opened App Home
+	mu      sync.Mutex
+	sock    *socketConn               // the newest Socket Mode connection
+	lanes   map[string]string         // request → lane of its card
+	cards   map[string]records.Thread // request → card
+	dms     map[string]string         // user → DM channel
+	chanIDs map[string]string         // channel name → ID
+	routes  map[string]*route         // user+channel → response_url
+	homes   map[string]time.Time      // user → when they last opened App Home
 
 	homeEvery time.Duration // how often App Home is refreshed after changes
 	homeDirty atomic.Bool   // something was sent since the last refresh
@@ -181,7 +182,7 @@ func New(cfg Config, svc Service, threads ThreadStore, opts ...Option) *Adapter 
 		observe: func(string, time.Duration) {},
 		httpc:   &http.Client{Timeout: 30 * time.Second},
 		lanes:   map[string]string{}, cards: map[string]records.Thread{},
-		dms: map[string]string{}, routes: map[string]*route{}, homes: map[string]time.Time{},
+		dms: map[string]string{}, routes: map[string]*route{}, homes: map[string]time.Time{}, chanIDs: map[string]string{},
 		homeEvery:  time.Minute,
 		tokenTries: 3, tokenEvery: 10 * time.Second,
 	}

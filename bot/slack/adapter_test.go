@@ -436,3 +436,44 @@ func TestAdapterPostsWithImage(t *testing.T) {
 		t.Errorf("the log does not say why:\n%s", logs.String())
 	}
 }
+
+// TestReplayedMessagesAreNotPostedTwice: a kept output carries its outbox
+// Seq as message metadata; sent again after a restart (Replayed), it is
+// looked for first, and posted only if Slack does not have it. A card
+// found so gets its thread remembered.
+func TestReplayedMessagesAreNotPostedTwice(t *testing.T) {
+	fake := slackfake.Start(t)
+	threads := &memThreads{m: map[string]records.Thread{}}
+	a := New(Config{BotToken: slackfake.BotToken, AppToken: slackfake.AppToken, APIURL: fake.APIURL()}, stubService{}, threads)
+	wctx := runAdapter(t, a, replyInputs{a: a, outs: func(bot.Event) []commands.Output { return nil }})
+	post := commands.Output{To: commands.Destination{Kind: commands.ToPost, Channel: "#gpu"}, Reply: commands.Reply{Text: "digest"}, Seq: 7}
+	if err := a.Send(wctx, post); err != nil {
+		t.Fatal(err)
+	}
+	if err := fake.WaitFor(wctx, func() bool { return a.Pending() == 0 && len(fake.Messages("#gpu")) == 1 }); err != nil {
+		t.Fatal(err)
+	}
+	// A crash lost the confirmation: the restart sends both again, and a
+	// card that never reached Slack.
+	again := post
+	again.Replayed = true
+	card := commands.Output{To: commands.Destination{Kind: commands.ToChannel, Channel: "#gpu", Request: "r1"}, Reply: commands.Reply{Text: "r1 queued"}, Seq: 8, Replayed: true}
+	for _, o := range []commands.Output{again, card} {
+		if err := a.Send(wctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := fake.WaitFor(wctx, func() bool { return a.Pending() == 0 }); err != nil {
+		t.Fatal(err)
+	}
+	var texts []string
+	for _, m := range fake.Messages("#gpu") {
+		texts = append(texts, m.Text)
+	}
+	if got := strings.Join(texts, ","); got != "digest,r1 queued" {
+		t.Errorf("messages in #gpu: %q; want the digest once and the card", got)
+	}
+	if th, err := threads.GetThread(wctx, "r1"); err != nil || th.TS == "" {
+		t.Errorf("the card's thread was not remembered: %+v, %v", th, err)
+	}
+}

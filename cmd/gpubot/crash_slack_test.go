@@ -142,6 +142,14 @@ func TestSlackSurvivesKills(t *testing.T) {
 		if n := cardOf(reason); n != 1 {
 			t.Errorf("%s (%q) has %d cards, want 1", got[0].ID, reason, n)
 			twice += max(0, n-1)
+			if os.Getenv("GPUBOT_CRASH_DEBUG") != "" {
+				log, _ := os.ReadFile(filepath.Join(dir, "gpubot.log"))
+				for _, line := range strings.Split(string(log), "\n") {
+					if strings.Contains(line, got[0].ID+" ") || strings.Contains(line, "request="+got[0].ID) || strings.Contains(line, "starting") || strings.Contains(line, "outbox") || strings.Contains(line, "inbox") {
+						t.Log(line)
+					}
+				}
+			}
 		}
 	}
 	audit, err := db.Audit(ctx, store.AuditQuery{})

@@ -65,6 +65,9 @@ type Message struct {
 	Edits   int
 	History []Revision
 	Deleted bool     // chat.delete or delete_original
+	// Metadata is the message metadata it was posted with (event_type and
+	// event_payload), nil for none.
+	Metadata json.RawMessage
 	Files   []string // file IDs shared with the message (files.completeUploadExternal)
 	// Via is how it was posted: "chat.postMessage", "chat.postEphemeral",
 	// "response_url", "ack" (a slash command ack payload) or
