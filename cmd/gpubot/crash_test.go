@@ -84,6 +84,9 @@ func consoleScript(k int) string {
 		":advance 45m",
 		":as grace", "request 2xa100 for 30m",
 		":advance 1h",
+		":as carol", fmt.Sprintf("request %dxa100 for 3h", 4*(1+k%2)),
+		":as dave", "queue", ":advance 2h",
+		":as erin", "request 8xh100 for 90m", ":advance 3h",
 	}
 	return strings.Join(lines, "\n") + "\n"
 }
@@ -94,8 +97,9 @@ var (
 )
 
 // run starts the console on dir with script as its input, kills it after
-// killAfter (0: lets it finish) and returns what it printed.
-func runConsole(t *testing.T, bin, dir, script string, killAfter time.Duration) string {
+// killAfter (0: lets it finish) and returns what it printed and whether
+// the kill came before it finished.
+func runConsole(t *testing.T, bin, dir, script string, killAfter time.Duration) (string, bool) {
 	t.Helper()
 	cmd := exec.Command(bin, "console", "--data-dir", dir, "--start", "2026-12-01T08:00:00Z")
 	cmd.Stdin = strings.NewReader(script)
@@ -112,12 +116,12 @@ func runConsole(t *testing.T, bin, dir, script string, killAfter time.Duration) 
 			if err != nil {
 				t.Fatalf("gpubot failed before the kill: %v\n%s", err, out.String())
 			}
-			return out.String()
+			return out.String(), false
 		case <-time.After(killAfter):
 		}
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 		<-done
-		return out.String()
+		return out.String(), true
 	}
 	select {
 	case err := <-done:
@@ -128,7 +132,7 @@ func runConsole(t *testing.T, bin, dir, script string, killAfter time.Duration) 
 		_ = cmd.Process.Kill()
 		t.Fatalf("gpubot did not finish its input\n%s", out.String())
 	}
-	return out.String()
+	return out.String(), false
 }
 
 type lockedBuffer struct {
@@ -171,11 +175,14 @@ func TestConsoleSurvivesKills(t *testing.T) {
 		}
 	}
 	for k := range cycles {
-		kill := time.Duration(20+rng.IntN(600)) * time.Millisecond
-		collect(runConsole(t, bin, dir, consoleScript(k), kill))
-		kills++
+		kill := time.Duration(20+rng.IntN(350)) * time.Millisecond
+		out, killed := runConsole(t, bin, dir, consoleScript(k), kill)
+		collect(out)
+		if killed {
+			kills++
+		}
 	}
-	final := runConsole(t, bin, dir, ":advance 10m\n", 0)
+	final, _ := runConsole(t, bin, dir, ":advance 10m\n", 0)
 	collect(final)
 
 	ctx := context.Background()
@@ -245,7 +252,7 @@ func TestConsoleSurvivesKills(t *testing.T) {
 		t.Errorf("after a clean run the outbox holds %d messages (%v)", len(out), err)
 	}
 	checkAgainstCluster(t, ctx, db, rs)
-	t.Logf("%d kills: %d requests, %d cards, %d printed twice, %d audit entries", kills, len(rs), len(cards), dup, len(audit))
+	t.Logf("%d cycles, %d killed before the end of their input: %d requests, %d cards, %d printed twice, %d audit entries", cycles, kills, len(rs), len(cards), dup, len(audit))
 }
 
 // checkAgainstCluster fails the test if a request and the simulated
