@@ -58,7 +58,9 @@ func (e *Refusal) Error() string { return e.Reason }
 var ErrNotFound = records.ErrNotFound
 
 // RequestStore keeps requests. GetRequest's error wraps ErrNotFound for an
-// ID it does not have.
+// ID it does not have. While a Service runs it is the store's only writer
+// of requests: it reads them all at start and keeps them in memory for
+// its lists (cache.go).
 type RequestStore interface {
 	GetRequest(ctx context.Context, id string) (records.Request, error)
 	PutRequest(ctx context.Context, r records.Request) error
