@@ -131,6 +131,15 @@ type Inbox interface {
 	Handled(ctx context.Context, key string) error
 }
 
+// HandledLog says whether the handler's commit said it handled a
+// delivery: for an inbox kept apart from the handler's store (so that an
+// ack waits only for the inbox's small write), where a crash can come
+// between the handler's commit and the inbox's removal. *store.DB
+// satisfies it.
+type HandledLog interface {
+	WasHandled(ctx context.Context, key string, now time.Time) (bool, error)
+}
+
 // StaleReply is how old a private reply may be and still be sent after a
 // restart: an answer to what someone typed more than this long ago is
 // dropped (with a log line) rather than sent out of the blue.
@@ -145,8 +154,9 @@ type Runtime struct {
 	send   Sender
 	dedupe Deduper
 	clock  clock.PassiveClock
-	outbox Outbox
-	inbox  Inbox
+	outbox  Outbox
+	inbox   Inbox
+	handled HandledLog
 	// confirms: the runtime tells the outbox of a delivered output (a
 	// Sender that delivers before Send returns); otherwise the Sender does.
 	confirms bool
@@ -199,6 +209,12 @@ func WithLogger(l *slog.Logger) Option { return func(r *Runtime) { r.log = l } }
 func WithInbox(in Inbox, ttl time.Duration, c clock.PassiveClock) Option {
 	return func(r *Runtime) { r.inbox, r.ttl, r.clock = in, ttl, c }
 }
+
+// WithHandledLog tells Recover where the handler's commits record the
+// deliveries they handled, when the inbox is kept in another store:
+// those are removed from the inbox, not handled again. Default: the
+// inbox is in the handler's store (its commit removes them).
+func WithHandledLog(h HandledLog) Option { return func(r *Runtime) { r.handled = h } }
 
 // WithOutbox keeps outputs in o until delivered, and Replay sends what o
 // still holds (after a restart). With confirms, the Sender delivers
@@ -331,6 +347,12 @@ func (r *Runtime) Recover(ctx context.Context) error {
 			r.log.Error("a delivery in the inbox gpubot cannot read; dropped", "key", in.Key, "err", err)
 			_ = r.inbox.Handled(ctx, in.Key)
 			continue
+		}
+		if r.handled != nil {
+			if done, err := r.handled.WasHandled(ctx, in.Key, r.clock.Now()); err == nil && done {
+				_ = r.inbox.Handled(ctx, in.Key) // handled before the crash
+				continue
+			}
 		}
 		r.Process(ctx, Event{Key: in.Key, Order: ev.Order, Input: ev.Input, received: true})
 	}

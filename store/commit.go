@@ -74,6 +74,20 @@ func (db *DB) Commit(ctx context.Context, w records.Writes, at time.Time) ([]uin
 			if err := tx.Bucket(bucketInbox).Delete([]byte(key)); err != nil {
 				return err
 			}
+			// Marked handled, for an inbox kept in another file (Runtime
+			// Recover asks WasHandled): it cannot be removed from there
+			// in this transaction.
+			nowN, err := unixNanos(at)
+			if err != nil {
+				return err
+			}
+			expN, err := unixNanos(at.Add(handledFor))
+			if err != nil {
+				return err
+			}
+			if _, err := seenTx(tx, handledKey(key), nowN, expN); err != nil {
+				return err
+			}
 		}
 		ob := tx.Bucket(bucketOutbox)
 		for _, m := range w.Outbox {

@@ -3,6 +3,7 @@ package store
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -100,4 +101,33 @@ func decodeInbound(k, v []byte) (records.Inbound, error) {
 		return in, corrupt(bucketInbox, strconv.Quote(string(k)), errors.New("record has another key"))
 	}
 	return in, nil
+}
+
+// handledFor is how long a delivery stays marked handled.
+const handledFor = 24 * time.Hour
+
+func handledKey(key string) string { return "handled:" + key }
+
+// WasHandled reports whether a commit said it handled delivery key (in
+// the last day): a delivery an inbox in another file still holds after
+// a crash that came between the two.
+func (db *DB) WasHandled(ctx context.Context, key string, now time.Time) (bool, error) {
+	if err := db.ready(ctx); err != nil {
+		return false, err
+	}
+	nowN, err := unixNanos(now)
+	if err != nil {
+		return false, err
+	}
+	handled := false
+	err = db.view(func(tx *bolt.Tx) error {
+		if v := tx.Bucket(bucketDedupe).Get([]byte(handledKey(key))); len(v) == 8 {
+			handled = binary.BigEndian.Uint64(v) > nowN
+		}
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("looking up delivery %q: %w", key, err)
+	}
+	return handled, nil
 }

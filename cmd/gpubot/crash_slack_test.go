@@ -167,7 +167,12 @@ func TestSlackSurvivesKills(t *testing.T) {
 			t.Errorf("%s has %d audit entries for its request, want 1", r.ID, requested[r.ID])
 		}
 	}
-	if in, err := db.Inbox(ctx); err != nil || len(in) != 0 {
+	inbox, err := store.Open(filepath.Join(dir, "inbox.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inbox.Close()
+	if in, err := inbox.Inbox(ctx); err != nil || len(in) != 0 {
 		t.Errorf("the inbox holds %d deliveries after a clean run (%v)", len(in), err)
 	}
 	if out, err := db.Outbox(ctx); err != nil || len(out) != 0 {

@@ -67,6 +67,16 @@ func bridgeConfig(cfg *config.Config) k8sbridge.Config {
 func runOnCluster(ctx context.Context, o Options, cfg *config.Config, db *store.DB, log *slog.Logger) error {
 	// On return, stop the background work first, then wait for it, so
 	// that nothing touches the store after Run closes it.
+	// On Slack, what it acked is kept in the inbox's own file; opened
+	// first, closed last: the runtime's workers use it to the end.
+	var inbox *store.DB
+	if o.onSlack() {
+		var err error
+		if inbox, err = openInbox(o.DataDir); err != nil {
+			return err
+		}
+		defer inbox.Close()
+	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
@@ -162,7 +172,8 @@ func runOnCluster(ctx context.Context, o Options, cfg *config.Config, db *store.
 	}
 	rtOpts := []bot.Option{bot.WithDeduper(db, dedupeTTL, clk), bot.WithLogger(log), bot.WithWorkers(o.Slack.workers()), bot.WithOutbox(db, ad == nil, clk)}
 	if ad != nil {
-		rtOpts = append(rtOpts, bot.WithInbox(db, dedupeTTL, clk)) // Slack acks: keep what it acked
+		// Slack acks: keep what it acked, in the inbox's own file.
+		rtOpts = append(rtOpts, bot.WithInbox(inbox, dedupeTTL, clk), bot.WithHandledLog(db))
 	}
 	rt := bot.New(handler, sender, rtOpts...)
 	if err := rt.Replay(ctx); err != nil {

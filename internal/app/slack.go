@@ -80,6 +80,12 @@ func newSlack(o Options, cfg *config.Config, svc *commands.Service, db *store.DB
 // follows the wall clock (or o.Clock, in tests): a driver wakes at every
 // workload end and reminder, and at least every SweepEvery.
 func runSlackOnSim(ctx context.Context, o Options, cfg *config.Config, db *store.DB, log *slog.Logger) error {
+	// Opened first, closed last: the runtime's workers use it to the end.
+	inbox, err := openInbox(o.DataDir)
+	if err != nil {
+		return err
+	}
+	defer inbox.Close()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
@@ -132,7 +138,7 @@ func runSlackOnSim(ctx context.Context, o Options, cfg *config.Config, db *store
 		defer stop()
 	}
 	rt := bot.New(handler, ad, bot.WithDeduper(db, dedupeTTL, clk), bot.WithLogger(log), bot.WithWorkers(o.Slack.workers()), bot.WithOutbox(db, false, clk),
-		bot.WithInbox(db, dedupeTTL, clk))
+		bot.WithInbox(inbox, dedupeTTL, clk), bot.WithHandledLog(db))
 	// What was not delivered before the last stop goes first (the
 	// adapter's queue sends it once connected), then what was acked but
 	// not handled is handled.
