@@ -109,6 +109,21 @@ func (s *Service) listRequests(c *call, keep func(records.Request) bool) ([]reco
 	return out, nil
 }
 
+// readRequests is listRequests for a computation that reads the requests
+// and does not change their slices in place: without deep copies, and
+// sorted by ID only if sorted is set.
+func (s *Service) readRequests(c *call, keep func(records.Request) bool, sorted bool) []records.Request {
+	if len(c.w.order) > 0 {
+		rs, _ := s.listRequests(c, keep)
+		return rs
+	}
+	rs := s.cache.shallow(keep)
+	if sorted {
+		slices.SortFunc(rs, func(a, b records.Request) int { return compareIDs(a.ID, b.ID) })
+	}
+	return rs
+}
+
 // putZombie records z as written by c; a new one (no ID) gets its ID now.
 func (s *Service) putZombie(c *call, z records.Zombie) (records.Zombie, error) {
 	ids, ok := s.zombies.(zombieIDs)

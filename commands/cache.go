@@ -67,6 +67,21 @@ func (rc *requestCache) list(keep func(records.Request) bool) []records.Request 
 	return out
 }
 
+// shallow returns the requests keep accepts as they are in the cache,
+// unsorted and not copied deep: for computations that neither keep them
+// nor change their slices in place.
+func (rc *requestCache) shallow(keep func(records.Request) bool) []records.Request {
+	rc.mu.RLock()
+	defer rc.mu.RUnlock()
+	out := make([]records.Request, 0, 16)
+	for _, r := range rc.m {
+		if keep == nil || keep(r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // cloneRequest copies r so that changing the copy (appending to its
 // waits, say) cannot touch the original.
 func cloneRequest(r records.Request) records.Request {

@@ -106,22 +106,19 @@ func (s *Service) refresh(ctx context.Context) (outs []Output) {
 // postEstimates saves and posts the estimates of queued requests that
 // moved materially. It runs in the write section.
 func (s *Service) postEstimates(c *call, snap *allocator.Snapshot, ests map[string]allocator.Estimate) {
-	queued, err := s.listRequests(c, func(r records.Request) bool { return r.State == records.StateQueued })
-	if err != nil || len(queued) == 0 {
-		return
-	}
-	for _, r := range queued {
+	// Of thousands queued, few move: those are sorted (posts in ID order)
+	// and copied.
+	moved := s.readRequests(c, func(r records.Request) bool {
 		e, ok := ests[r.ID]
-		if !ok {
-			continue
-		}
+		return ok && r.State == records.StateQueued && material(r.Estimate, toRecord(c.now, e), c.now)
+	}, true)
+	for _, r := range moved {
+		r = cloneRequest(r)
+		e := ests[r.ID]
 		if _, never := s.neverStarts(c, r.ID); never {
 			continue // Kueue cannot admit it as it is: no estimate
 		}
 		next := toRecord(c.now, e)
-		if !material(r.Estimate, next, c.now) {
-			continue
-		}
 		prev := r.Estimate
 		r.Estimate = next
 		if r.FirstEstimate == nil {

@@ -400,11 +400,7 @@ func toRecord(now time.Time, e allocator.Estimate) *records.Estimate {
 // estimateOptions are the estimate options at c.now, learned from the
 // service's own records (EstimateOptions).
 func (s *Service) estimateOptions(c *call) allocator.EstimateOptions {
-	all, err := s.listRequests(c, func(r records.Request) bool { return EstimateInput(r, c.now) })
-	if err != nil {
-		s.log.Warn("estimates without learned runtimes: reading the requests failed", "err", err)
-		return allocator.EstimateOptions{Horizon: s.horizon}
-	}
+	all := s.readRequests(c, func(r records.Request) bool { return EstimateInput(r, c.now) }, true)
 	return EstimateOptions(all, c.now, s.horizon, s.prio)
 }
 

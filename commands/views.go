@@ -292,11 +292,7 @@ func (s *Service) capacityNotes(c *call, snap *allocator.Snapshot) []Block {
 // mix is the share of recent requests by pod size.
 func (s *Service) mix(c *call) allocator.Mix {
 	since := c.now.Add(-MixWindow)
-	recent, err := s.listRequests(c, func(r records.Request) bool { return r.CreatedAt.After(since) })
-	if err != nil {
-		return nil
-	}
-	return RequestMix(s.cluster, recent)
+	return RequestMix(s.cluster, s.readRequests(c, func(r records.Request) bool { return r.CreatedAt.After(since) }, false))
 }
 
 // RequestMix is the share of requests by pod size (the p_k of

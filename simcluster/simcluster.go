@@ -41,6 +41,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -406,8 +407,14 @@ func (c *Cluster) change(ctx context.Context, fn func(*allocator.Snapshot) ([]al
 // marks them told in profiles.
 func podsEvents(s *allocator.Snapshot, profiles map[string]Profile, now time.Time, timeout time.Duration) []allocator.Event {
 	var out []allocator.Event
-	for _, w := range s.Workloads() {
-		p, ok := profiles[w.ID]
+	ids := make([]string, 0, len(profiles))
+	for id := range profiles {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids) // only workloads with a profile can have pods that never become ready
+	for _, id := range ids {
+		p := profiles[id]
+		w, ok := s.Workload(id)
 		if !ok || !p.PodsNeverReady || w.Admission == nil || p.PodsToldFor.Equal(w.Admission.At) {
 			continue
 		}
