@@ -150,10 +150,10 @@ var ErrBusy = errors.New("bot: too much work queued; try again shortly")
 
 // Runtime is the chat runtime. Create it with New and Start it.
 type Runtime struct {
-	h      Handler
-	send   Sender
-	dedupe Deduper
-	clock  clock.PassiveClock
+	h       Handler
+	send    Sender
+	dedupe  Deduper
+	clock   clock.PassiveClock
 	outbox  Outbox
 	inbox   Inbox
 	handled HandledLog

@@ -206,7 +206,8 @@ type view struct {
 	kueue KueueReport
 	ests  map[string]allocator.Estimate
 	opts  allocator.EstimateOptions
-	estAt time.Time // when ests were made; zero: never
+	mix   allocator.Mix // the recent requests' pod sizes, with the estimates
+	estAt time.Time     // when ests were made; zero: never
 }
 
 // publish makes a new view from the cluster as it is now (in the write
@@ -224,17 +225,17 @@ func (s *Service) publish(c *call) {
 	old := s.cur.Load()
 	nv := &view{snap: snap, kueue: rep}
 	if old != nil {
-		nv.ests, nv.opts, nv.estAt = old.ests, old.opts, old.estAt
+		nv.ests, nv.opts, nv.mix, nv.estAt = old.ests, old.opts, old.mix, old.estAt
 	}
 	s.cur.Store(nv)
 }
 
-// setEstimates publishes estimates made at at with opts.
-func (s *Service) setEstimates(ests map[string]allocator.Estimate, opts allocator.EstimateOptions, at time.Time) {
+// setEstimates publishes estimates made at at with opts, and the mix.
+func (s *Service) setEstimates(ests map[string]allocator.Estimate, opts allocator.EstimateOptions, mix allocator.Mix, at time.Time) {
 	s.vmu.Lock()
 	defer s.vmu.Unlock()
 	nv := *s.cur.Load()
-	nv.ests, nv.opts, nv.estAt = ests, opts, at
+	nv.ests, nv.opts, nv.mix, nv.estAt = ests, opts, mix, at
 	s.cur.Store(&nv)
 }
 

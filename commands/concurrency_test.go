@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	clocktesting "k8s.io/utils/clock/testing"
+
 	"github.com/gpubot/gpubot/allocator"
 	"github.com/gpubot/gpubot/commands"
 	"github.com/gpubot/gpubot/records"
@@ -312,4 +314,36 @@ func TestEstimatesAreCoalesced(t *testing.T) {
 	if strings.Contains(q, "no estimate") {
 		t.Errorf("the queue after settling lacks estimates:\n%s", q)
 	}
+}
+
+// TestRunEstimatesComputesOncePerPeriod: in the background, a stream of
+// changes costs one computation per period of the refresher's clock (a
+// fake one here), however many changes came in it.
+func TestRunEstimatesComputesOncePerPeriod(t *testing.T) {
+	en := &countingEngine{}
+	e := newEnv(t, parse(t, small), withEngine(en))
+	clk := clocktesting.NewFakeClock(t0)
+	ctx, cancel := context.WithCancel(e.ctx)
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		e.svc.RunEstimates(ctx, clk, time.Second, func(context.Context, []commands.Output) {})
+	}()
+	waitFor(t, "the first computation", func() bool { return en.n() == 1 && clk.HasWaiters() })
+	for range 50 {
+		e.svc.Handle(e.ctx, commands.Input{User: "alice", Text: "request 8xh100 for 1h"})
+	}
+	if n := en.n(); n != 1 {
+		t.Fatalf("%d computations before the period ended, want 1", n)
+	}
+	clk.Step(time.Second)
+	waitFor(t, "the computation after the period", func() bool { return en.n() == 2 && clk.HasWaiters() })
+	clk.Step(time.Second)
+	clk.Step(time.Second)
+	if n := en.n(); n != 2 {
+		t.Errorf("%d computations for 50 changes in one period, want 2 in all", n)
+	}
+	cancel()
+	<-done
 }

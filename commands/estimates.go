@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/gpubot/gpubot/allocator"
 	"github.com/gpubot/gpubot/records"
 )
@@ -61,8 +63,10 @@ func (st staleness) take() bool {
 // RunEstimates keeps the estimates current until ctx ends: after every
 // change (coalesced: changes that come while it computes cost one more
 // computation), it recomputes them and hands the posts of those that
-// moved to deliver.
-func (s *Service) RunEstimates(ctx context.Context, deliver func(context.Context, []Output)) {
+// moved to deliver. It waits at least every on clk between two
+// computations, so that a stream of changes costs one computation per
+// period, not one after the other (0: no wait).
+func (s *Service) RunEstimates(ctx context.Context, clk clock.Clock, every time.Duration, deliver func(context.Context, []Output)) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -71,6 +75,13 @@ func (s *Service) RunEstimates(ctx context.Context, deliver func(context.Context
 		}
 		if outs := s.refresh(ctx); len(outs) > 0 {
 			deliver(ctx, outs)
+		}
+		if every > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-clk.After(every):
+			}
 		}
 	}
 }
@@ -97,7 +108,7 @@ func (s *Service) refresh(ctx context.Context) (outs []Output) {
 	snap := v.snap.Clone()
 	opts := s.estimateOptions(c)
 	ests := s.engine.Estimates(snap, opts)
-	s.setEstimates(ests, opts, c.now)
+	s.setEstimates(ests, opts, s.requestMix(c), c.now)
 	defer s.enter(c)()
 	s.postEstimates(c, snap, ests)
 	return c.outs

@@ -290,7 +290,16 @@ func (s *Service) capacityNotes(c *call, snap *allocator.Snapshot) []Block {
 }
 
 // mix is the share of recent requests by pod size.
+// Reads use the mix the refresher last computed with the estimates.
 func (s *Service) mix(c *call) allocator.Mix {
+	if v := s.view(); !c.writing && !v.estAt.IsZero() {
+		return v.mix
+	}
+	return s.requestMix(c)
+}
+
+// requestMix computes the share of recent requests by pod size.
+func (s *Service) requestMix(c *call) allocator.Mix {
 	since := c.now.Add(-MixWindow)
 	return RequestMix(s.cluster, s.readRequests(c, func(r records.Request) bool { return r.CreatedAt.After(since) }, false))
 }

@@ -198,7 +198,7 @@ func runOnCluster(ctx context.Context, o Options, cfg *config.Config, db *store.
 	}()
 	go func() {
 		defer wg.Done()
-		svc.RunEstimates(ctx, rt.DeliverNow)
+		svc.RunEstimates(ctx, clock.RealClock{}, estimateEvery, rt.DeliverNow)
 	}()
 	rt.DeliverNow(ctx, svc.Observe(ctx, nil))
 	// Post what was missed while gpubot was down, then let robfig/cron

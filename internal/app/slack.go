@@ -41,6 +41,10 @@ func (o SlackOptions) workers() int {
 	return o.Workers
 }
 
+// estimateEvery is the least time between two computations of every
+// estimate when changes keep coming.
+const estimateEvery = time.Second
+
 // dedupeTTL is how long delivery keys are remembered: far longer than
 // Slack retries for.
 const dedupeTTL = 24 * time.Hour
@@ -161,7 +165,9 @@ func runSlackOnSim(ctx context.Context, o Options, cfg *config.Config, db *store
 	}()
 	go func() {
 		defer wg.Done()
-		svc.RunEstimates(ctx, rt.Deliver)
+		// At most one computation a second, of the machine's time (it is
+		// about CPU, not the simulated cluster's clock).
+		svc.RunEstimates(ctx, clock.RealClock{}, estimateEvery, rt.Deliver)
 	}()
 	err = ad.Run(ctx, rt)
 	log.Info("gpubot stopped", "err", err)
