@@ -128,7 +128,8 @@ type Inbox interface {
 	// fresh is false: a redelivery).
 	Receive(ctx context.Context, key string, data []byte, now time.Time, ttl time.Duration) (fresh bool, err error)
 	Inbox(ctx context.Context) ([]records.Inbound, error)
-	Handled(ctx context.Context, key string) error
+	// Handled removes deliveries, in one write.
+	Handled(ctx context.Context, keys ...string) error
 }
 
 // HandledLog says whether the handler's commit said it handled a
@@ -169,6 +170,9 @@ type Runtime struct {
 	out  chan commands.Output
 	wg   sync.WaitGroup
 	once sync.Once
+
+	hmu  sync.Mutex
+	done []string // handled deliveries not yet removed from the inbox
 
 	mu sync.Mutex
 	// ordered holds, per Order key with an event at a worker, the events
@@ -279,8 +283,20 @@ func (r *Runtime) Start(ctx context.Context) {
 	})
 }
 
-// Wait returns when Start's goroutines have stopped (after ctx ends).
-func (r *Runtime) Wait() { r.wg.Wait() }
+// Wait returns when Start's goroutines have stopped (after ctx ends),
+// having removed from the inbox what they handled.
+func (r *Runtime) Wait() {
+	r.wg.Wait()
+	r.hmu.Lock()
+	keys := r.done
+	r.done = nil
+	r.hmu.Unlock()
+	if len(keys) > 0 {
+		if err := r.inbox.Handled(context.Background(), keys...); err != nil {
+			r.log.Error("removing handled deliveries from the inbox", "deliveries", len(keys), "err", err)
+		}
+	}
+}
 
 // Submit queues ev for a worker. It does not block; ErrBusy means the
 // queue is full. An event whose Order key has an event at a worker waits
@@ -436,15 +452,30 @@ func (r *Runtime) enqueue(ctx context.Context, o commands.Output) {
 	}
 }
 
+// handledOne removes a handled delivery from the inbox: in one write with
+// others, every 64, or as soon as no more work is waiting. Until then a
+// crash leaves it there, and Recover asks whether it was handled.
+func (r *Runtime) handledOne(ctx context.Context, key string) {
+	r.hmu.Lock()
+	r.done = append(r.done, key)
+	var keys []string
+	if len(r.done) >= 64 || len(r.work) == 0 {
+		keys, r.done = r.done, nil
+	}
+	r.hmu.Unlock()
+	if len(keys) == 0 {
+		return
+	}
+	if err := r.inbox.Handled(context.WithoutCancel(ctx), keys...); err != nil {
+		r.log.Error("removing handled deliveries from the inbox", "deliveries", len(keys), "err", err)
+	}
+}
+
 // handle dedupes and runs the handler (behind Recover).
 func (r *Runtime) handle(ctx context.Context, ev Event) []commands.Output {
 	if ev.received {
 		ev.Input.Delivery = ev.Key
-		defer func() {
-			if err := r.inbox.Handled(ctx, ev.Key); err != nil {
-				r.log.Error("removing a handled delivery from the inbox", "key", ev.Key, "err", err)
-			}
-		}()
+		defer r.handledOne(ctx, ev.Key)
 	} else if ev.Key != "" && r.dedupe != nil {
 		seen, err := r.dedupe.Seen(ctx, ev.Key, r.clock.Now(), r.ttl)
 		if err != nil {

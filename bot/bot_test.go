@@ -324,10 +324,10 @@ func (m *memInbox) Inbox(context.Context) ([]records.Inbound, error) {
 	return slices.Clone(m.pending), nil
 }
 
-func (m *memInbox) Handled(_ context.Context, key string) error {
+func (m *memInbox) Handled(_ context.Context, keys ...string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.pending = slices.DeleteFunc(m.pending, func(in records.Inbound) bool { return in.Key == key })
+	m.pending = slices.DeleteFunc(m.pending, func(in records.Inbound) bool { return slices.Contains(keys, in.Key) })
 	return nil
 }
 

@@ -80,14 +80,23 @@ func (db *DB) Inbox(ctx context.Context) ([]records.Inbound, error) {
 	return out, nil
 }
 
-// Handled removes delivery key from the inbox. Commit does it too, for
-// the keys in Writes.Handled, with the decision the delivery led to.
-func (db *DB) Handled(ctx context.Context, key string) error {
+// Handled removes deliveries from the inbox, in one transaction. Commit
+// does it too, for the keys in Writes.Handled, with the decision the
+// delivery led to.
+func (db *DB) Handled(ctx context.Context, keys ...string) error {
 	if err := db.ready(ctx); err != nil {
 		return err
 	}
-	if err := db.update(func(tx *bolt.Tx) error { return tx.Bucket(bucketInbox).Delete([]byte(key)) }); err != nil {
-		return fmt.Errorf("removing delivery %q from the inbox: %w", key, err)
+	err := db.update(func(tx *bolt.Tx) error {
+		for _, key := range keys {
+			if err := tx.Bucket(bucketInbox).Delete([]byte(key)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("removing %d deliveries from the inbox: %w", len(keys), err)
 	}
 	return nil
 }
