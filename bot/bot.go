@@ -12,6 +12,16 @@
 // sends outputs that did not come from an input, such as thread updates
 // caused by the cluster.
 //
+// # Nothing lost
+//
+// With WithInbox, Submit writes a keyed event to the inbox (and
+// deduplicates it there) before it returns, so before the adapter acks
+// it; the handler's commit marks it handled, and Recover handles at the
+// next start what a crash left unhandled. With WithOutbox, an output the
+// handler kept (Output.Seq) leaves the outbox once delivered, and Replay
+// sends what is left at the next start, in order; a private reply older
+// than StaleReply is dropped then, with a log line.
+//
 // # Caveats
 //
 // Handlers are run concurrently up to the worker count; the handler must
