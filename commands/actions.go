@@ -32,11 +32,19 @@ func (s *Service) act(c *call, a Action, r records.Request) {
 	verb := string(a.Name)
 	switch a.Name {
 	case VerbApprove:
+		if s.decideSwitch(c, r, true, "") {
+			return
+		}
 		s.approve(c, r)
+	case VerbSwitch:
+		s.switchTo(c, r, a.Arg)
 	case VerbDeny:
 		if n := utf8.RuneCountInString(a.Arg); n > MaxReason {
 			s.audit(c, c.who.Name, verb, r.ID, "invalid", fmt.Sprintf("reason of %d characters", n))
 			c.private(plain(fmt.Sprintf("The reason is %d characters long; keep it to %d. Nothing was changed.", n, MaxReason)))
+			return
+		}
+		if s.decideSwitch(c, r, false, a.Arg) {
 			return
 		}
 		s.deny(c, r, a.Arg)
@@ -62,6 +70,9 @@ func (s *Service) stale(v Verb, r records.Request) string {
 	}
 	switch v {
 	case VerbApprove, VerbDeny:
+		if r.State == records.StateQueued && r.Elastic != nil && r.Elastic.PendingSwitch != "" {
+			return "" // a switch to elastic capacity waits for a lead
+		}
 		if r.State != records.StateAwaitingApproval {
 			if r.ApprovedBy != "" {
 				return fmt.Sprintf("%s was already approved by %s; it is %s.", r.ID, r.ApprovedBy, r.State)

@@ -129,6 +129,9 @@ func (s *Service) postEstimates(c *call, snap *allocator.Snapshot, ests map[stri
 		if _, never := s.neverStarts(c, r.ID); never {
 			continue // Kueue cannot admit it as it is: no estimate
 		}
+		if _, ok := s.provisioningWait(c, r); ok {
+			continue // it starts when its nodes are provisioned
+		}
 		next := toRecord(c.now, e)
 		prev := r.Estimate
 		r.Estimate = next

@@ -165,6 +165,13 @@ type envOptions struct {
 	usage func(commands.UsageLog) commands.UsageLog
 	// requests wraps the store as the service's RequestStore.
 	requests func(commands.RequestStore) commands.RequestStore
+	elastic  map[string]simcluster.ElasticFlavor
+}
+
+// withElastic gives the simulated cluster elastic flavors and lets the
+// service follow their provisioning.
+func withElastic(fs map[string]simcluster.ElasticFlavor) envOption {
+	return func(o *envOptions) { o.elastic = fs }
 }
 
 // withRequests makes the service read and write requests through wrap(db).
@@ -218,7 +225,7 @@ func newEnv(t *testing.T, cfg *config.Config, opts ...envOption) *env {
 	// Seen as a real cluster (withAPI) the simulated one saves itself, as
 	// a real one keeps its own state; otherwise the service commits its
 	// state with its records, as gpubot runs it.
-	var simOpts []simcluster.Option
+	simOpts := []simcluster.Option{simcluster.WithElastic(o.elastic)}
 	if o.api == nil {
 		simOpts = append(simOpts, simcluster.WithSavesByCaller())
 	}
@@ -267,6 +274,9 @@ func newEnv(t *testing.T, cfg *config.Config, opts ...envOption) *env {
 	var requests commands.RequestStore = db
 	if o.requests != nil {
 		requests = o.requests(db)
+	}
+	if o.elastic != nil {
+		svcOpts = append(svcOpts, commands.WithProvisioning(sim))
 	}
 	e.svc, err = commands.NewService(ctx, set, commands.Deps{
 		Cluster: cl, Requests: requests, IDs: db, Commit: committer, Audit: db, Usage: usageLog, Clock: e.clock,

@@ -101,9 +101,9 @@ func TestFormDefaults(t *testing.T) {
 	prios := []string{"low", "normal", "high", "urgent"}
 	topo := []string{"host", "rack", "block"}
 	cases := map[string]commands.FormDefaults{
-		"U0DAVE":   {Known: true, Teams: []string{"vision"}, Flavors: []string{"h100", "a100"}, Priorities: prios, Topologies: topo, Team: "vision", Priority: "normal"},
-		"grace":    {Known: true, Teams: []string{"speech"}, Flavors: []string{"a100", "h100"}, Priorities: prios, Topologies: topo, Team: "speech", Priority: "normal"},
-		"U0CAROL":  {Known: true, Teams: []string{"nlp", "vision", "speech"}, Flavors: []string{"h100", "a100"}, Priorities: prios, Topologies: topo, Team: "nlp", Priority: "normal"},
+		"U0DAVE":   {Known: true, Teams: []string{"vision"}, Flavors: []string{"h100", "a100", "h100-spot", "h100-dws"}, Priorities: prios, Topologies: topo, Team: "vision", Priority: "normal"},
+		"grace":    {Known: true, Teams: []string{"speech"}, Flavors: []string{"a100", "h100", "h100-spot", "h100-dws"}, Priorities: prios, Topologies: topo, Team: "speech", Priority: "normal"},
+		"U0CAROL":  {Known: true, Teams: []string{"nlp", "vision", "speech"}, Flavors: []string{"h100", "a100", "h100-spot", "h100-dws"}, Priorities: prios, Topologies: topo, Team: "nlp", Priority: "normal"},
 		"U0NOBODY": {},
 	}
 	for user, want := range cases {

@@ -43,6 +43,7 @@ func (s *Service) observeStage(c *call, events []allocator.Event) {
 		}
 		events = append(events, more...)
 	}
+	s.refreshChecks(c)
 	s.observe(c, events, "")
 	s.sweep(c, len(events) > 0)
 	s.estimatesDue(c.now)
@@ -109,7 +110,11 @@ func (s *Service) observe(c *call, events []allocator.Event, skip string) {
 				}
 			}
 			msg = fmt.Sprintf("Preempted%s and requeued after running %s. A new estimate follows.", by, fmtDuration(ran))
-			c.emit(s.dm(r.Requester, plain(fmt.Sprintf("Your request %s was preempted%s and is queued again.", r.ID, by))))
+			dm := fmt.Sprintf("Your request %s was preempted%s and is queued again.", r.ID, by)
+			if ev.By == "" && (ev.Detail != "" || s.set.Elastic.terms(r.AdmittedFlavor).Capacity == CapacitySpot) {
+				msg, dm = s.evicted(&r, ev.Detail, ran)
+			}
+			c.emit(s.dm(r.Requester, plain(dm)))
 		case allocator.EventFinished:
 			if r.State != records.StateRunning {
 				continue
@@ -331,6 +336,8 @@ func (s *Service) reconcileOne(c *call, r records.Request, w allocator.Workload,
 	changed := false
 	{
 		switch {
+		case ok && r.State == records.StateQueued && w.Admission != nil && s.awaitingChecks(c, r):
+			// Quota reserved, admission checks pending: not admitted yet.
 		case ok && r.State == records.StateQueued && w.Admission != nil:
 			// The cluster admitted it, and the event was missed.
 			s.observe(c, []allocator.Event{{Kind: allocator.EventAdmitted, ID: r.ID, At: w.Admission.At, Admission: w.Admission}}, "")

@@ -11,7 +11,7 @@ import (
 // refresher) is a stage behind middleware: one chain per entry point,
 // built once in NewService. For inputs the chain is
 //
-//	recovering → identify → understand → locking → authorize → audited → dispatch
+//	logged → recovering → identify → understand → locking → authorize → audited → dispatch
 //
 // recovering turns a panic into a log line with a reference and, for an
 // input, a private answer; identify knows the person or refuses them;
@@ -102,7 +102,7 @@ func (s *Service) understand(next stage) stage {
 		case c.in.Action != nil:
 			a := *c.in.Action
 			switch a.Name {
-			case VerbApprove, VerbDeny, VerbPreempt, VerbCancel, VerbRelease, VerbExtend, VerbKeep:
+			case VerbApprove, VerbDeny, VerbPreempt, VerbCancel, VerbRelease, VerbExtend, VerbSwitch, VerbKeep:
 			default:
 				s.audit(c, c.who.Name, string(a.Name), a.Request, "invalid", "unknown button")
 				c.private(plain(fmt.Sprintf("That button (%q) is not one gpubot knows; nothing was changed.", a.Name)))
@@ -123,6 +123,8 @@ func (s *Service) understand(next stage) stage {
 			switch cmd.Verb {
 			case VerbCancel, VerbRelease, VerbApprove, VerbPreempt:
 				c.act = &Action{Name: cmd.Verb, Request: cmd.ID}
+			case VerbSwitch:
+				c.act = &Action{Name: VerbSwitch, Request: cmd.ID, Arg: cmd.Flavor}
 			case VerbExtend:
 				// In minutes: fmtDuration shows days without their minutes.
 				c.act = &Action{Name: cmd.Verb, Request: cmd.ID, Arg: fmt.Sprintf("%dm", cmd.Duration/time.Minute)}
@@ -140,7 +142,7 @@ func (s *Service) understand(next stage) stage {
 // section).
 func writes(v Verb) bool {
 	switch v {
-	case VerbRequest, VerbTrack, VerbCancel, VerbRelease, VerbExtend, VerbApprove, VerbDeny, VerbPreempt, VerbKeep:
+	case VerbRequest, VerbTrack, VerbCancel, VerbRelease, VerbExtend, VerbApprove, VerbDeny, VerbPreempt, VerbSwitch, VerbKeep:
 		return true
 	}
 	return false

@@ -177,6 +177,9 @@ type FlavorNodes struct {
 	Topology string
 	// Selects describes the nodes it selects: "cloud.google.com/gke-accelerator=nvidia-h100-80gb".
 	Selects string
+	// Elastic marks a configured spot or provisioned flavor, whose nodes
+	// come and go (none is a normal state).
+	Elastic bool
 }
 
 // ZombieStore keeps zombie findings: admitted work found holding GPUs

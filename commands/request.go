@@ -23,6 +23,11 @@ func (s *Service) request(c *call, spec RequestSpec) {
 		s.failed(c, "reading the cluster", err)
 		return
 	}
+	if why := s.elasticProblem(c, r); why != "" {
+		s.audit(c, c.who.Name, "request", "", "invalid", why)
+		c.private(plain(why))
+		return
+	}
 	if why := s.never(c, snap, r, true); why != "" {
 		s.audit(c, c.who.Name, "request", "", "invalid", why)
 		c.private(plain(why))
@@ -95,6 +100,8 @@ func (s *Service) submit(c *call, r records.Request) {
 	if r.State == records.StateQueued {
 		if never {
 			r.KueueSaid = kueueKey(word, true)
+		} else if _, ok := s.provisioningWait(c, r); ok {
+			// It starts when its nodes are provisioned: no queue estimate.
 		} else {
 			// Its own estimate only, computed outside the write section;
 			// meanwhile others may change it (admit it), so it is read
@@ -140,6 +147,9 @@ func (s *Service) submit(c *call, r records.Request) {
 			c.private(plain(fmt.Sprintf("%s: Kueue cannot admit it: %s. It stays in Kueue's queue; /gpu cancel %s withdraws it. Updates follow in its thread in %s.",
 				card.Text, strings.TrimRight(word.Why, "."), r.ID, r.Channel), contextBlock("Kueue's message: "+word.Raw())))
 			return
+		}
+		if line := s.offerLine(c, snap, r, r.Estimate); line != "" {
+			note += " " + line
 		}
 		c.private(plain(fmt.Sprintf("%s.%s Updates follow in its thread in %s.", card.Text, note, r.Channel)))
 	}
@@ -310,7 +320,19 @@ func (s *Service) candidateFlavors(r records.Request) []string {
 		return []string{r.Flavor}
 	}
 	q, _ := s.queue(r.Team)
-	return q.Flavors
+	return s.reservedFlavors(q)
+}
+
+// reservedFlavors are q's flavors that work asking for any flavor may
+// use, in order: all but the elastic ones.
+func (s *Service) reservedFlavors(q allocator.Queue) []string {
+	var out []string
+	for _, f := range q.Flavors {
+		if fl, ok := s.flavor(f); !ok || !fl.Elastic {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // approvalNeeds lists why r needs approval under the rules.

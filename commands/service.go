@@ -78,6 +78,8 @@ type Service struct {
 	watch   clock.PassiveClock // measures how long a command took, for the log
 	engine  EstimateEngine
 	stepper Stepper // the cluster, when it is one (simulated)
+	// provisioning is optional; nil: provisioning checks are not followed.
+	provisioning Provisioning
 
 	// Set once by NewService, then only read.
 	vocab   Vocabulary

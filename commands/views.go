@@ -267,8 +267,20 @@ func (s *Service) capacityNotes(c *call, snap *allocator.Snapshot) []Block {
 	for _, f := range rep.Flavors {
 		topo[f.Flavor] = f.Topology
 	}
+	var elastic []string
+	for _, t := range s.set.Elastic.Flavors {
+		switch t.Capacity {
+		case CapacitySpot:
+			elastic = append(elastic, t.Flavor+" is spot capacity (its nodes may be reclaimed)")
+		case CapacityProvisioned:
+			elastic = append(elastic, fmt.Sprintf("%s is provisioned on demand through admission check %s (its nodes exist only while provisioned work runs)", t.Flavor, t.AdmissionCheck))
+		}
+	}
+	if len(elastic) > 0 {
+		out = append(out, section("Elastic flavors: "+strings.Join(elastic, "; ")+". Only requests switched to them (or asking for them by name) run there; /gpu help switch says how."))
+	}
 	for _, f := range snap.Capacity(nil) {
-		if f.Nodes > 0 || quota[f.Flavor] == 0 {
+		if f.Nodes > 0 || quota[f.Flavor] == 0 || s.set.Elastic.terms(f.Flavor).Capacity == CapacityProvisioned {
 			continue
 		}
 		text := fmt.Sprintf("%s has no nodes, and its teams have %d GPUs of nominal quota on it (%s). Quota without nodes is a real state, an autoscaled node pool at zero for example",
@@ -383,11 +395,16 @@ func (s *Service) usage(c *call, team string, days int) {
 		}
 		used, nominal, borrowed := 0, 0, 0
 		for f := range st.Used {
+			if fl, _ := s.flavor(f); fl.Elastic {
+				continue // elastic capacity is not the team's standing
+			}
 			used += st.Used[f]
 			borrowed += st.Borrowing[f]
 		}
 		for f := range st.Nominal {
-			nominal += st.Nominal[f]
+			if fl, _ := s.flavor(f); !fl.Elastic {
+				nominal += st.Nominal[f]
+			}
 		}
 		share := 0.0
 		if all > 0 {

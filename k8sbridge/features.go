@@ -147,7 +147,7 @@ func (b *Bridge) unmodelled(v *view, mc managerConfig) []commands.Unmodelled {
 		if ff := spec.FlavorFungibility; ff != nil && ((ff.WhenCanBorrow != "" && ff.WhenCanBorrow != kueue.MayStopSearch) || (ff.WhenCanPreempt != "" && ff.WhenCanPreempt != kueue.TryNextFlavor) || ff.Preference != nil) {
 			add("flavorFungibility", fmt.Sprintf("ClusterQueue %s tries flavors with whenCanBorrow %s and whenCanPreempt %s; gpubot assumes Kueue's defaults (MayStopSearch, TryNextFlavor)", cq.Name, orDefault(string(ff.WhenCanBorrow), "MayStopSearch"), orDefault(string(ff.WhenCanPreempt), "TryNextFlavor")), team)
 		}
-		if spec.AdmissionChecksStrategy != nil && len(spec.AdmissionChecksStrategy.AdmissionChecks) > 0 {
+		if spec.AdmissionChecksStrategy != nil && slices.ContainsFunc(spec.AdmissionChecksStrategy.AdmissionChecks, b.unfollowedCheck) {
 			add("admission checks", fmt.Sprintf("ClusterQueue %s admits only after admission checks pass (a ProvisioningRequest, for example), which can take any time", cq.Name), team)
 		}
 		if spec.StopPolicy != nil && *spec.StopPolicy != kueue.None {

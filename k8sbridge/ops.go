@@ -114,9 +114,15 @@ func (b *Bridge) jobSpec(w allocator.Workload, rec records.Request, team Team) (
 	}
 	flavor := w.Flavor
 	if flavor == "" {
+		elastic := b.elasticFlavors()
 		for _, q := range v.cluster.Queues {
-			if q.Name == w.Queue && len(q.Flavors) > 0 {
-				flavor = q.Flavors[0]
+			if q.Name != w.Queue {
+				continue
+			}
+			for _, f := range q.Flavors {
+				if flavor == "" && !elastic[f] {
+					flavor = f
+				}
 			}
 		}
 	}
@@ -139,6 +145,9 @@ func (b *Bridge) jobSpec(w allocator.Workload, rec records.Request, team Team) (
 	if err == nil && w.Flavor != "" {
 		s.selector = rf.Spec.NodeLabels
 	}
+	// A reserved flavor's node labels also match the elastic flavors of
+	// the same GPU: without this Kueue would try those next.
+	s.keepOff = b.elasticAffinity(v, w.Queue, w.Flavor)
 	if w.Topology != allocator.LevelNone {
 		fi := &flavorInfo{blockLabel: b.cfg.BlockLabel, rackLabel: b.cfg.RackLabel, hostL: b.cfg.HostLabel}
 		if rf != nil && rf.Spec.TopologyName != nil {

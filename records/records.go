@@ -105,6 +105,9 @@ type Request struct {
 	// to its first admission, then from each requeue to the admission
 	// after it. A wait still open is not listed.
 	Waits []Wait `json:"waits,omitempty"`
+	// Elastic is set once the request is switched to (or asks for) a spot
+	// or provisioned flavor.
+	Elastic *Elastic `json:"elastic,omitempty"`
 }
 
 // Estimate is a start-time estimate as it was posted.

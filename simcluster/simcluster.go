@@ -71,6 +71,8 @@ type state struct {
 	Usage     map[string]float64   `json:"usage"`
 	// Profiles are the simulated use of workloads that have one.
 	Profiles map[string]Profile `json:"profiles,omitempty"`
+	// Elastic is the held provisioned work and what was provisioned.
+	Elastic elasticState `json:"elastic,omitempty"`
 }
 
 // Profile is how a simulated workload uses its GPUs. The zero value is
@@ -119,11 +121,14 @@ type Cluster struct {
 	podsTimeout time.Duration
 	callerSaves bool
 
+	elastic map[string]ElasticFlavor
+
 	mu       sync.Mutex
 	snap     *allocator.Snapshot
 	profiles map[string]Profile
 	dirty    bool // changed since the owner last saved it (WithSavesByCaller)
 	c        *allocator.Cluster
+	el       elasticState
 }
 
 // New loads the saved state, or starts an empty cluster at the clock's
@@ -131,7 +136,8 @@ type Cluster struct {
 // checked against c: a config change that leaves them without a node or
 // queue is reported, not ignored.
 func New(ctx context.Context, c *allocator.Cluster, st StateStore, clk clock.PassiveClock, opts ...Option) (*Cluster, bool, error) {
-	cl := &Cluster{clock: clk, st: st, podsTimeout: DefaultPodsReadyTimeout, profiles: map[string]Profile{}, c: c}
+	cl := &Cluster{clock: clk, st: st, podsTimeout: DefaultPodsReadyTimeout, profiles: map[string]Profile{}, c: c,
+		el: elasticState{Provisioned: map[string]provisioned{}}}
 	for _, o := range opts {
 		o(cl)
 	}
@@ -143,7 +149,7 @@ func New(ctx context.Context, c *allocator.Cluster, st StateStore, clk clock.Pas
 			return nil, false, fmt.Errorf("building the simulated cluster: %w", err)
 		}
 		cl.snap = snap
-		return cl, true, cl.save(ctx, snap, cl.profiles)
+		return cl, true, cl.save(ctx, snap, cl.profiles, cl.el)
 	case err != nil:
 		return nil, false, fmt.Errorf("loading the simulated cluster: %w", err)
 	}
@@ -172,6 +178,7 @@ func (c *Cluster) load(data []byte) error {
 	for id, p := range s.Profiles {
 		c.profiles[id] = p
 	}
+	c.el = s.Elastic.clone()
 	return nil
 }
 
@@ -183,7 +190,7 @@ func (c *Cluster) Unsaved() (records.NamedState, bool, error) {
 	if !c.dirty {
 		return records.NamedState{}, false, nil
 	}
-	data, err := c.encode(c.snap, c.profiles)
+	data, err := c.encode(c.snap, c.profiles, c.el)
 	if err != nil {
 		return records.NamedState{}, false, err
 	}
@@ -222,7 +229,7 @@ func (c *Cluster) Discard(ctx context.Context) error {
 func (c *Cluster) Snapshot(ctx context.Context) (*allocator.Snapshot, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.snap.Clone(), nil
+	return withHeld(c.snap, c.el), nil
 }
 
 // Now is the simulated cluster's own time: the last time it caught up to.
@@ -237,7 +244,7 @@ func (c *Cluster) Now() time.Time {
 func (c *Cluster) NextEvent() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var next time.Time
+	next, _ := c.dueElastic(c.snap, &c.el, c.snap.Now().Add(100*365*24*time.Hour))
 	for _, w := range c.snap.Workloads() {
 		if w.Admission == nil {
 			continue
@@ -277,7 +284,7 @@ func (c *Cluster) SetProfile(ctx context.Context, id string, p Profile) error {
 	}
 	profiles := maps.Clone(c.profiles)
 	profiles[id] = p
-	if err := c.save(ctx, c.snap, profiles); err != nil {
+	if err := c.save(ctx, c.snap, profiles, c.el); err != nil {
 		return err
 	}
 	c.profiles, c.dirty = profiles, false // the whole state was saved
@@ -312,16 +319,38 @@ func (c *Cluster) GPUUtilization(_ context.Context, ids []string, window time.Du
 
 // Advance moves the cluster to the clock's time.
 func (c *Cluster) Advance(ctx context.Context) ([]allocator.Event, error) {
-	return c.change(ctx, func(*allocator.Snapshot) ([]allocator.Event, error) { return nil, nil })
+	return c.change(ctx, func(*allocator.Snapshot, *elasticState) ([]allocator.Event, error) { return nil, nil })
 }
 
 // Apply carries out op at the clock's time.
 func (c *Cluster) Apply(ctx context.Context, op commands.Op) ([]allocator.Event, error) {
-	return c.change(ctx, func(s *allocator.Snapshot) ([]allocator.Event, error) {
+	return c.change(ctx, func(s *allocator.Snapshot, e *elasticState) ([]allocator.Event, error) {
 		switch op.Kind {
 		case commands.OpSubmit:
+			if c.hold(s, e, op.Workload) {
+				return nil, nil
+			}
 			return submit(s, op.Workload)
+		case commands.OpSwitch:
+			unhold(e, op.Workload.ID)
+			var events []allocator.Event
+			if _, ok := s.Workload(op.Workload.ID); ok {
+				if _, err := s.Release(op.Workload.ID); err != nil {
+					return nil, err
+				}
+				events = s.Schedule()
+			}
+			if c.hold(s, e, op.Workload) {
+				return events, nil
+			}
+			more, err := submit(s, op.Workload)
+			return append(events, more...), err
 		case commands.OpRemove:
+			if unhold(e, op.ID) {
+				if _, ok := s.Workload(op.ID); !ok {
+					return nil, nil
+				}
+			}
 			if _, ok := s.Workload(op.ID); !ok {
 				return nil, nil // already gone: removing twice is harmless
 			}
@@ -330,6 +359,10 @@ func (c *Cluster) Apply(ctx context.Context, op commands.Op) ([]allocator.Event,
 			}
 			return s.Schedule(), nil
 		case commands.OpExtend:
+			if i := e.holding(op.ID); i >= 0 {
+				e.Held[i].Workload.Duration = op.Duration
+				return nil, nil
+			}
 			if _, err := s.Extend(op.ID, op.Duration); err != nil {
 				return nil, err
 			}
@@ -379,13 +412,14 @@ func submit(s *allocator.Snapshot, w allocator.Workload) ([]allocator.Event, err
 
 // change catches up to the clock, applies fn on a copy, saves it, and
 // only then makes it current.
-func (c *Cluster) change(ctx context.Context, fn func(*allocator.Snapshot) ([]allocator.Event, error)) ([]allocator.Event, error) {
+func (c *Cluster) change(ctx context.Context, fn func(*allocator.Snapshot, *elasticState) ([]allocator.Event, error)) ([]allocator.Event, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	next := c.snap.Clone()
+	el := c.el.clone()
 	now := c.clock.Now()
-	events := next.Advance(now, nil)
-	more, err := fn(next)
+	events := c.advance(next, &el, now)
+	more, err := fn(next, &el)
 	if err != nil {
 		return nil, err
 	}
@@ -393,12 +427,13 @@ func (c *Cluster) change(ctx context.Context, fn func(*allocator.Snapshot) ([]al
 	profiles := maps.Clone(c.profiles)
 	events = append(events, podsEvents(next, profiles, now, c.podsTimeout)...)
 	maps.DeleteFunc(profiles, func(id string, _ Profile) bool { _, ok := next.Workload(id); return !ok })
+	maps.DeleteFunc(el.Provisioned, func(id string, _ provisioned) bool { _, ok := next.Workload(id); return !ok })
 	if c.callerSaves {
 		c.dirty = true
-	} else if err := c.save(ctx, next, profiles); err != nil {
+	} else if err := c.save(ctx, next, profiles, el); err != nil {
 		return nil, err
 	}
-	c.snap, c.profiles = next, profiles
+	c.snap, c.profiles, c.el = next, profiles, el
 	return events, nil
 }
 
@@ -431,8 +466,8 @@ func podsEvents(s *allocator.Snapshot, profiles map[string]Profile, now time.Tim
 	return out
 }
 
-func (c *Cluster) encode(s *allocator.Snapshot, profiles map[string]Profile) ([]byte, error) {
-	st := state{Version: stateVersion, Now: s.Now(), Workloads: s.Workloads(), Usage: s.Usage()}
+func (c *Cluster) encode(s *allocator.Snapshot, profiles map[string]Profile, el elasticState) ([]byte, error) {
+	st := state{Version: stateVersion, Now: s.Now(), Workloads: s.Workloads(), Usage: s.Usage(), Elastic: el}
 	if len(profiles) > 0 {
 		st.Profiles = profiles
 	}
@@ -443,8 +478,8 @@ func (c *Cluster) encode(s *allocator.Snapshot, profiles map[string]Profile) ([]
 	return data, nil
 }
 
-func (c *Cluster) save(ctx context.Context, s *allocator.Snapshot, profiles map[string]Profile) error {
-	data, err := c.encode(s, profiles)
+func (c *Cluster) save(ctx context.Context, s *allocator.Snapshot, profiles map[string]Profile, el elasticState) error {
+	data, err := c.encode(s, profiles, el)
 	if err != nil {
 		return err
 	}

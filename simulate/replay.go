@@ -43,8 +43,16 @@ type Setup struct {
 	Load       Load
 	Fractional Fractional // "" is FractionalRoundUp
 	// Changes, if any, are replayed too, and compared with the cluster as
-	// given.
+	// given. At most one may add an elastic pool (see elastic.go).
 	Changes []Change
+	// OfferAfter, ProvisioningTime and ElasticPrice describe the elastic
+	// pool's use: jobs switch after waiting OfferAfter (default 1 h), a
+	// provisioned pool's jobs start ProvisioningTime later (default 20
+	// min), and a GPU-hour there costs ElasticPrice (0: not priced).
+	OfferAfter, ProvisioningTime time.Duration
+	ElasticPrice                 float64
+	// Currency is put before prices ("$"; default none).
+	Currency string
 	// Calibrate is how many submissions at most get the estimate the bot
 	// would have posted (see the package doc); 0 means none, < 0 all.
 	Calibrate int
@@ -130,12 +138,19 @@ func Replay(s Setup) (*Report, error) {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			cl, err := buildCluster(t.v.nodes, p.teams, t.pol, s.Placement, s.Seed)
+			var es *elasticSim
+			pool := ""
+			if c, ok := elasticOf(s.Changes); ok && t.v.name != "as given" {
+				es = newElasticSim(&s, c)
+				pool = es.flavor
+				es.base = c.Flavor
+			}
+			cl, err := buildCluster(t.v.nodes, p.teams, t.pol, s.Placement, s.Seed, pool)
 			if err != nil {
 				errs[i] = err
 				return
 			}
-			t.out, errs[i] = replayOne(p, cl, t.pol, t.v.name, runName(t), s.Progress, s.check)
+			t.out, errs[i] = replayOne(p, cl, t.pol, t.v.name, runName(t), s.Progress, s.check, es)
 		}()
 	}
 	wg.Wait()
@@ -159,6 +174,7 @@ type state struct {
 	lostGPUSeconds    float64
 	est               *allocator.Estimate
 	reason            allocator.Reason // at submission, if it waited
+	switched          bool             // moved to the elastic pool
 }
 
 // engine is one replay in progress.
@@ -182,10 +198,11 @@ type engine struct {
 	finished int                       // jobs finished
 	check    func(string, *allocator.Snapshot, int, int, int) error
 	byPrio   bool // the policy orders by priority
+	elastic  *elasticSim
 }
 
 func replayOne(p *prepared, cl *allocator.Cluster, pol Policy, capacity, name string, progress func(string, int, int),
-	check func(string, *allocator.Snapshot, int, int, int) error) (*Run, error) {
+	check func(string, *allocator.Snapshot, int, int, int) error, es *elasticSim) (*Run, error) {
 	snap, err := allocator.NewSnapshot(cl, Epoch, nil, nil)
 	if err != nil {
 		return nil, err
@@ -197,6 +214,7 @@ func replayOne(p *prepared, cl *allocator.Cluster, pol Policy, capacity, name st
 		pendPos: make([]int, len(p.jobs)),
 		check:   check,
 		byPrio:  pol.Mode != allocator.FirstComeFirstServed,
+		elastic: es,
 	}
 	for _, n := range cl.Nodes {
 		e.total += n.GPUs
@@ -217,6 +235,9 @@ func replayOne(p *prepared, cl *allocator.Cluster, pol Policy, capacity, name st
 			}
 			e.sample(nextSample)
 			nextSample = nextSample.Add(p.sampleEvery)
+			if err := e.stepElastic(drv); err != nil {
+				return nil, err
+			}
 			continue
 		}
 		// As the simulated cluster does: catch up to the time, add what
@@ -236,6 +257,9 @@ func replayOne(p *prepared, cl *allocator.Cluster, pol Policy, capacity, name st
 			e.arrived = append(e.arrived, k)
 		}
 		if err := e.step(drv.Schedule()); err != nil {
+			return nil, err
+		}
+		if err := e.stepElastic(drv); err != nil {
 			return nil, err
 		}
 		for ; i < k; i++ {
@@ -264,8 +288,20 @@ func replayOne(p *prepared, cl *allocator.Cluster, pol Policy, capacity, name st
 		}
 		e.sample(nextSample)
 		nextSample = nextSample.Add(p.sampleEvery)
+		if err := e.stepElastic(drv); err != nil {
+			return nil, err
+		}
 	}
-	for e.running > 0 {
+	for e.running > 0 || e.elastic != nil && len(e.elastic.held) > 0 {
+		if e.elastic != nil && len(e.elastic.held) > 0 {
+			if err := e.step(drv.Advance(e.elastic.held[0].ready)); err != nil {
+				return nil, err
+			}
+			if err := e.stepElastic(drv); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		if err := e.step(drv.Advance(snap.Now().Add(24*time.Hour + p.maxRuntime()))); err != nil {
 			return nil, err
 		}
@@ -325,6 +361,7 @@ func (e *engine) handle(evs []allocator.Event) {
 		j := e.byID[ev.ID]
 		s := &e.st[j.idx]
 		e.advanceTo(ev.At)
+		e.noteElastic(ev, j.idx, j.gpus)
 		switch ev.Kind {
 		case allocator.EventAdmitted:
 			if !s.started {

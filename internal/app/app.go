@@ -112,7 +112,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	clock := clocktesting.NewFakeClock(start)
 	sim, fresh, err := simcluster.New(ctx, cfg.Cluster(), db, clock, simcluster.WithSavesByCaller(),
-		simcluster.WithPodsReadyTimeout(cfg.Kubernetes().PodsReadyTimeout))
+		simcluster.WithPodsReadyTimeout(cfg.Kubernetes().PodsReadyTimeout), simElastic(cfg))
 	if err != nil {
 		return err
 	}
@@ -130,7 +130,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	svc, err := commands.NewService(ctx, set, commands.Deps{
 		Cluster: sim, Requests: db, IDs: db, Audit: db, Usage: db, Clock: clock, Commit: db,
-	}, append(simZombieOptions(cfg, db, sim, log), commands.WithLogger(log), commands.WithDigests(eng))...)
+	}, append(simZombieOptions(cfg, db, sim, log), commands.WithLogger(log), commands.WithDigests(eng), commands.WithProvisioning(sim))...)
 	if err != nil {
 		return err
 	}

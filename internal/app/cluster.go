@@ -139,7 +139,7 @@ func runOnCluster(ctx context.Context, o Options, cfg *config.Config, db *store.
 	}
 	svc, err := commands.NewService(ctx, set, commands.Deps{
 		Cluster: br, Requests: tel.watchRequests(db), IDs: db, Audit: tel.audit(db), Usage: db, Clock: clk, Commit: tel.watchCommits(db, db),
-	}, append(zombieOpts, commands.WithLogger(log), commands.WithTracker(br), commands.WithDigests(eng), commands.WithKueueView(br))...)
+	}, append(zombieOpts, commands.WithLogger(log), commands.WithTracker(br), commands.WithDigests(eng), commands.WithKueueView(br), commands.WithProvisioning(br))...)
 	if err != nil {
 		return err
 	}
@@ -283,7 +283,7 @@ func kueueDetail(ctx context.Context, v commands.KueueView) []string {
 		out = append(out, fmt.Sprintf("not modelled (estimates approximate for %s): %s: %s", teams, u.Feature, u.Detail))
 	}
 	for _, f := range rep.Flavors {
-		if f.Nodes == 0 {
+		if f.Nodes == 0 && !f.Elastic {
 			out = append(out, fmt.Sprintf("flavor %s has no nodes (it selects %s); work there waits until nodes appear", f.Flavor, f.Selects))
 		}
 	}

@@ -99,7 +99,7 @@ func runSlackOnSim(ctx context.Context, o Options, cfg *config.Config, db *store
 		clk = clock.RealClock{}
 	}
 	sim, fresh, err := simcluster.New(ctx, cfg.Cluster(), db, clk, simcluster.WithSavesByCaller(),
-		simcluster.WithPodsReadyTimeout(cfg.Kubernetes().PodsReadyTimeout))
+		simcluster.WithPodsReadyTimeout(cfg.Kubernetes().PodsReadyTimeout), simElastic(cfg))
 	if err != nil {
 		return err
 	}
@@ -113,7 +113,7 @@ func runSlackOnSim(ctx context.Context, o Options, cfg *config.Config, db *store
 	}
 	svc, err := commands.NewService(ctx, cfg.Settings(), commands.Deps{
 		Cluster: sim, Requests: tel.watchRequests(db), IDs: db, Audit: tel.audit(db), Usage: db, Clock: clk, Commit: tel.watchCommits(db, db),
-	}, append(simZombieOptions(cfg, db, sim, log), commands.WithLogger(log), commands.WithDigests(eng))...)
+	}, append(simZombieOptions(cfg, db, sim, log), commands.WithLogger(log), commands.WithDigests(eng), commands.WithProvisioning(sim))...)
 	if err != nil {
 		return err
 	}

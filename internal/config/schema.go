@@ -71,6 +71,10 @@ type parser struct {
 
 	flavorInfo map[string]*flavorInfo
 	teamInfo   map[string]*teamInfo
+	// teamNodes is where each team's quota is, and budgetNodes where its
+	// elastic budget is, for checks across sections.
+	teamNodes   map[string]*yaml.Node
+	budgetNodes []budgetNode
 }
 
 type flavorInfo struct {
@@ -97,11 +101,12 @@ func (p *parser) config(root *yaml.Node) *Config {
 	p.teams = newRegistry("team")
 	p.flavorInfo = map[string]*flavorInfo{}
 	p.teamInfo = map[string]*teamInfo{}
+	p.teamNodes = map[string]*yaml.Node{}
 
 	f := p.mapping(root, "",
 		"timezone", "defaultChannel", "admission", "priorities", "defaultPriority",
 		"requests", "approval", "templates", "flavors", "people", "teams", "simulation", "kubernetes", "slack",
-		"zombies", "metrics", "digests", "report")
+		"zombies", "metrics", "digests", "report", "elastic")
 	p.timezone(f)
 	p.defaultChannel(f)
 	p.admission(f.get("admission"))
@@ -114,6 +119,8 @@ func (p *parser) config(root *yaml.Node) *Config {
 	p.personList(p.required(f, "people"))
 	p.teamList(p.required(f, "teams"))
 	p.checkQuotaTotals()
+	p.elasticSection(f.get("elastic"))
+	p.checkElastic()
 	p.kubernetes(f.get("kubernetes"))
 	p.slackSection(f.get("slack"))
 	p.zombiesSection(f.get("zombies"))
