@@ -51,9 +51,9 @@ func startSlack(t *testing.T, bin, dir, cfg string, fake *slackfake.Server) (*ex
 // moments while people type; after each restart, and at the end, every
 // request whose command Slack saw acked is in the store (it was kept in
 // the inbox before the ack), agrees with the simulated cluster, is
-// audited once and has one card, posted once and updated since (twice
-// at most for the first cards in a channel, see below); nothing is left
-// in the inbox or the outbox.
+// audited once and has one card, posted once and updated since (again
+// only for a kill in a channel whose ID gpubot could not know yet, see
+// below); nothing is left in the inbox or the outbox.
 func TestSlackSurvivesKills(t *testing.T) {
 	cycles := crashCycles(t)
 	bin := binary(t)
@@ -141,13 +141,9 @@ func TestSlackSurvivesKills(t *testing.T) {
 			continue
 		}
 		if n := cardOf(reason); n != 1 {
-			// Twice only if the crash came between Slack taking the card
+			// Again only if a crash came between Slack taking the card
 			// and its ts being saved, while the channel's ID was not known
-			// yet (no history to look in): before gpubot's first post
-			// there had been saved.
-			if n > 2 {
-				t.Errorf("%s (%q) has %d cards, want 1", got[0].ID, reason, n)
-			}
+			// yet (no history to look in): at most once per kill.
 			twice += max(0, n-1)
 			if os.Getenv("GPUBOT_CRASH_DEBUG") != "" {
 				for _, ch := range []string{"#gpu-nlp", "#gpu-vision", "#gpu-speech", "#gpu"} {
@@ -186,8 +182,8 @@ func TestSlackSurvivesKills(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer inbox.Close()
-	if twice > 3 {
-		t.Errorf("%d cards posted twice: more than the first posts in each card channel explain", twice)
+	if twice > cycles {
+		t.Errorf("%d cards posted more than once in %d kills: more than one per kill", twice, cycles)
 	}
 	if in, err := inbox.Inbox(ctx); err != nil || len(in) != 0 {
 		t.Errorf("the inbox holds %d deliveries after a clean run (%v)", len(in), err)

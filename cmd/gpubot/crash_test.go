@@ -155,9 +155,10 @@ func (l *lockedBuffer) String() string {
 // TestConsoleSurvivesKills: across many SIGKILLs at random moments, every
 // request gpubot answered is kept, in agreement with the simulated
 // cluster; no finished work is marked lost; every decision is audited
-// once; every card is printed, at least once, and twice at most for a
-// kill between printing it and recording that (the console cannot take
-// back what it printed); nothing is left undelivered at the end.
+// once; every card is printed, at least once, and again only for a kill
+// between printing it and recording that (the console cannot take back
+// what it printed: at most one more printing per kill); nothing is left
+// undelivered at the end.
 func TestConsoleSurvivesKills(t *testing.T) {
 	cycles := crashCycles(t)
 	bin := binary(t)
@@ -207,20 +208,15 @@ func TestConsoleSurvivesKills(t *testing.T) {
 			t.Errorf("%s was answered but is not in the store", id)
 		}
 	}
-	dup := 0
+	dup := 0 // printings beyond the first
 	for id, n := range cards {
 		if _, ok := byID[id]; !ok {
 			t.Errorf("the card of %s was printed but the request is not in the store", id)
 		}
-		if n > 2 {
-			t.Errorf("the card of %s was printed %d times", id, n)
-		}
-		if n == 2 {
-			dup++
-		}
+		dup += n - 1
 	}
 	if dup > kills {
-		t.Errorf("%d cards printed twice in %d kills: more than a kill's window explains", dup, kills)
+		t.Errorf("cards printed %d times more than once in %d kills: more than one per kill between printing and recording it", dup, kills)
 	}
 	for _, r := range rs {
 		if r.Origin == "seed" {
@@ -252,7 +248,7 @@ func TestConsoleSurvivesKills(t *testing.T) {
 		t.Errorf("after a clean run the outbox holds %d messages (%v)", len(out), err)
 	}
 	checkAgainstCluster(t, ctx, db, rs)
-	t.Logf("%d cycles, %d killed before the end of their input: %d requests, %d cards, %d printed twice, %d audit entries", cycles, kills, len(rs), len(cards), dup, len(audit))
+	t.Logf("%d cycles, %d killed before the end of their input: %d requests, %d cards, %d printings beyond the first, %d audit entries", cycles, kills, len(rs), len(cards), dup, len(audit))
 }
 
 // checkAgainstCluster fails the test if a request and the simulated
