@@ -18,7 +18,7 @@ func (s *Service) card(c *call, r records.Request, snap *allocator.Snapshot) Rep
 // estimate.
 func (s *Service) cardWith(c *call, r records.Request, snap *allocator.Snapshot, est *allocator.Estimate) Reply {
 	if snap == nil && (r.State == records.StateQueued || r.State == records.StateAwaitingApproval) {
-		if sn, err := s.deps.Cluster.Snapshot(c.ctx); err == nil {
+		if sn, err := s.snapshot(c); err == nil {
 			snap = sn
 		}
 	}
@@ -170,7 +170,7 @@ func (s *Service) ifSubmitted(c *call, snap *allocator.Snapshot, r records.Reque
 			return "starts at once", true
 		}
 	}
-	e := allocator.EstimateFor(sim, r.ID, s.estimateOptions(c))
+	e := allocator.EstimateFor(sim, r.ID, s.viewOptions(c))
 	return s.estimateText(toRecord(c.now, e)), true
 }
 
@@ -225,7 +225,7 @@ func (s *Service) victimList(c *call, ids []string) string {
 	parts := make([]string, len(ids))
 	for i, id := range ids {
 		parts[i] = id
-		if v, err := s.deps.Requests.GetRequest(c.ctx, id); err == nil {
+		if v, err := s.getRequest(c, id); err == nil {
 			parts[i] = fmt.Sprintf("%s (%s, %d GPUs, %s)", id, v.Requester, v.GPUs, v.Priority)
 		}
 	}

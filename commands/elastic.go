@@ -92,7 +92,7 @@ func (s *Service) switchTo(c *call, r records.Request, flavor string) {
 		refuse("it is on " + flavor + " already")
 		return
 	}
-	snap, err := s.deps.Cluster.Snapshot(c.ctx)
+	snap, err := s.snapshot(c)
 	if err != nil {
 		s.failed(c, "reading the cluster", err)
 		return
@@ -120,7 +120,7 @@ func (s *Service) askSwitch(c *call, r records.Request, o option) {
 	e := elasticOf(r)
 	e.PendingSwitch = o.terms.Flavor
 	r.Elastic = e
-	if err := s.deps.Requests.PutRequest(c.ctx, r); err != nil {
+	if err := s.putRequest(c, r); err != nil {
 		s.failed(c, "saving "+r.ID, err)
 		return
 	}
@@ -151,7 +151,7 @@ func (s *Service) decideSwitch(c *call, r records.Request, approve bool, reason 
 	flavor := r.Elastic.PendingSwitch
 	r.Elastic.PendingSwitch = ""
 	if !approve {
-		if err := s.deps.Requests.PutRequest(c.ctx, r); err != nil {
+		if err := s.putRequest(c, r); err != nil {
 			s.failed(c, "saving "+r.ID, err)
 			return true
 		}
@@ -161,7 +161,7 @@ func (s *Service) decideSwitch(c *call, r records.Request, approve bool, reason 
 		c.private(plain(fmt.Sprintf("Denied the switch of %s.", r.ID)))
 		return true
 	}
-	snap, err := s.deps.Cluster.Snapshot(c.ctx)
+	snap, err := s.snapshot(c)
 	if err != nil {
 		s.failed(c, "reading the cluster", err)
 		return true
@@ -171,7 +171,7 @@ func (s *Service) decideSwitch(c *call, r records.Request, approve bool, reason 
 			continue
 		}
 		if o.blocked != "" {
-			_ = s.deps.Requests.PutRequest(c.ctx, r)
+			_ = s.putRequest(c, r)
 			s.audit(c, c.who.Name, "approve", r.ID, "refused", "switch to "+flavor+": "+o.blocked)
 			c.private(plain(fmt.Sprintf("%s cannot switch to %s any more: %s. It stays queued on reserved capacity.", r.ID, flavor, o.blocked)))
 			return true
@@ -180,7 +180,7 @@ func (s *Service) decideSwitch(c *call, r records.Request, approve bool, reason 
 		s.doSwitch(c, r, o, c.who.Name)
 		return true
 	}
-	_ = s.deps.Requests.PutRequest(c.ctx, r)
+	_ = s.putRequest(c, r)
 	c.private(plain(fmt.Sprintf("%s's team no longer has %s; nothing was changed.", r.ID, flavor)))
 	return true
 }
@@ -194,13 +194,13 @@ func (s *Service) doSwitch(c *call, r records.Request, o option, approvedBy stri
 	r.Elastic = e
 	r.Flavor = o.terms.Flavor
 	r.Estimate, r.KueueSaid = nil, ""
-	if err := s.deps.Requests.PutRequest(c.ctx, r); err != nil {
+	if err := s.putRequest(c, r); err != nil {
 		s.failed(c, "saving "+r.ID, err)
 		return
 	}
 	events, err := s.apply(c, Op{Kind: OpSwitch, ID: r.ID, Workload: s.workload(r)})
 	if err != nil {
-		if perr := s.deps.Requests.PutRequest(c.ctx, before); perr != nil {
+		if perr := s.putRequest(c, before); perr != nil {
 			s.log.Error("restoring a request after a failed switch", "request", r.ID, "err", perr)
 		}
 		s.audit(c, c.who.Name, string(VerbSwitch), r.ID, "error", err.Error())
@@ -220,7 +220,7 @@ func (s *Service) doSwitch(c *call, r records.Request, o option, approvedBy stri
 	s.observe(c, events, "")
 	mark := len(c.outs)
 	s.refreshChecks(c)
-	if cur, err := s.deps.Requests.GetRequest(c.ctx, r.ID); err == nil {
+	if cur, err := s.getRequest(c, r.ID); err == nil {
 		r = cur
 	}
 	if !slices.ContainsFunc(c.outs[mark:], func(o Output) bool { return o.To.Kind == UpdateCard && o.To.Request == r.ID }) {
@@ -249,7 +249,7 @@ func (s *Service) refreshChecks(c *call) {
 	if s.provisioning == nil {
 		return
 	}
-	open, err := s.deps.Requests.ListRequests(c.ctx, func(r records.Request) bool {
+	open, err := s.listRequests(c, func(r records.Request) bool {
 		return (r.State == records.StateQueued || r.State == records.StateRunning) && s.set.Elastic.terms(r.Flavor).Capacity == CapacityProvisioned
 	})
 	if err != nil || len(open) == 0 {
@@ -332,7 +332,7 @@ func (s *Service) refreshChecks(c *call) {
 			}
 		}
 		r.Elastic = e
-		if err := s.deps.Requests.PutRequest(c.ctx, r); err != nil {
+		if err := s.putRequest(c, r); err != nil {
 			s.log.Error("saving the provisioning check", "request", r.ID, "err", err)
 			continue
 		}

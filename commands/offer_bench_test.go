@@ -2,7 +2,6 @@ package commands_test
 
 import (
 	"context"
-	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -31,7 +30,7 @@ func BenchmarkOffer(b *testing.B) {
 			}
 			b.Cleanup(func() { db.Close() })
 			clk := clocktesting.NewFakeClock(t0)
-			sim, _, err := simcluster.New(ctx, cfg.Cluster(), db, clk, func(err error) bool { return errors.Is(err, store.ErrNotFound) })
+			sim, _, err := simcluster.New(ctx, cfg.Cluster(), db, clk)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -18,7 +18,7 @@ func (s *Service) request(c *call, spec RequestSpec) {
 		c.private(plain(problem, contextBlock("Example: "+s.requestExample(c.who))))
 		return
 	}
-	snap, err := s.deps.Cluster.Snapshot(c.ctx)
+	snap, err := s.snapshot(c)
 	if err != nil {
 		s.failed(c, "reading the cluster", err)
 		return
@@ -44,7 +44,7 @@ func (s *Service) request(c *call, spec RequestSpec) {
 	detail := describe(r)
 	if len(r.Approval) > 0 && !s.canApprove(c.who, r.Team) {
 		r.State = records.StateAwaitingApproval
-		if err := s.deps.Requests.PutRequest(c.ctx, r); err != nil {
+		if err := s.putRequest(c, r); err != nil {
 			s.failed(c, "saving your request", err)
 			return
 		}
@@ -71,7 +71,7 @@ func (s *Service) submit(c *call, r records.Request) {
 	r.State = records.StateQueued
 	r.SubmittedAt = c.now
 	r.QueuedAt = c.now
-	if err := s.deps.Requests.PutRequest(c.ctx, r); err != nil {
+	if err := s.putRequest(c, r); err != nil {
 		s.failed(c, "saving "+r.ID, err)
 		return
 	}
@@ -85,12 +85,12 @@ func (s *Service) submit(c *call, r records.Request) {
 	}
 	s.observe(c, events, r.ID)
 	victims := victimsOf(events, r.ID)
-	r, err = s.deps.Requests.GetRequest(c.ctx, r.ID)
+	r, err = s.getRequest(c, r.ID)
 	if err != nil {
 		s.failed(c, "reading "+r.ID, err)
 		return
 	}
-	snap, err := s.deps.Cluster.Snapshot(c.ctx)
+	snap, err := s.snapshot(c)
 	if err != nil {
 		s.failed(c, "reading the cluster", err)
 		return
@@ -103,15 +103,30 @@ func (s *Service) submit(c *call, r records.Request) {
 		} else if _, ok := s.provisioningWait(c, r); ok {
 			// It starts when its nodes are provisioned: no queue estimate.
 		} else {
-			e := allocator.EstimateFor(snap, r.ID, s.estimateOptions(c))
-			est = &e
-			posted := toRecord(c.now, e)
-			r.Estimate, r.FirstEstimate = posted, posted
-			if w, ok := s.kueueWord(c, r.ID); ok {
-				r.KueueSaid = kueueKey(w, true)
+			// Its own estimate only, computed outside the write section;
+			// meanwhile others may change it (admit it), so it is read
+			// again after.
+			opts := s.viewOptions(c)
+			var e allocator.Estimate
+			s.outside(c, func() { e = allocator.EstimateFor(snap, r.ID, opts) })
+			if r, err = s.getRequest(c, r.ID); err != nil {
+				s.failed(c, "reading "+r.ID, err)
+				return
+			}
+			if snap, err = s.snapshot(c); err != nil {
+				s.failed(c, "reading the cluster", err)
+				return
+			}
+			if r.State == records.StateQueued && r.Estimate == nil {
+				est = &e
+				posted := toRecord(c.now, e)
+				r.Estimate, r.FirstEstimate = posted, posted
+				if w, ok := s.kueueWord(c, r.ID); ok {
+					r.KueueSaid = kueueKey(w, true)
+				}
 			}
 		}
-		if err := s.deps.Requests.PutRequest(c.ctx, r); err != nil {
+		if err := s.putRequest(c, r); err != nil {
 			s.log.Error("saving estimate", "request", r.ID, "err", err)
 		}
 	}
@@ -155,7 +170,7 @@ func victimsOf(events []allocator.Event, id string) []string {
 func (s *Service) preemptionWhy(c *call, r records.Request, victims []string) string {
 	var same, other []string
 	for _, id := range victims {
-		v, err := s.deps.Requests.GetRequest(c.ctx, id)
+		v, err := s.getRequest(c, id)
 		if err != nil || v.Team == r.Team {
 			same = append(same, id)
 		} else {

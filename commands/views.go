@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -17,9 +18,13 @@ const maxRows = 25
 // status shows the sender's requests, or one request.
 func (s *Service) status(c *call, id string) {
 	if id != "" {
-		r, err := s.deps.Requests.GetRequest(c.ctx, id)
-		if err != nil {
+		r, err := s.getRequest(c, id)
+		switch {
+		case errors.Is(err, ErrNotFound):
 			c.private(plain(fmt.Sprintf("There is no request %s. /gpu status lists yours.", id)))
+			return
+		case err != nil:
+			s.failed(c, "reading "+id, err)
 			return
 		}
 		reply := s.card(c, r, nil)
@@ -31,7 +36,7 @@ func (s *Service) status(c *call, id string) {
 		return
 	}
 	since := c.now.Add(-24 * time.Hour)
-	mine, err := s.deps.Requests.ListRequests(c.ctx, func(r records.Request) bool {
+	mine, err := s.listRequests(c, func(r records.Request) bool {
 		return strings.EqualFold(r.Requester, c.who.Name) && (!r.State.Final() || r.EndedAt.After(since))
 	})
 	if err != nil {
@@ -71,19 +76,19 @@ func (s *Service) statusWhen(r records.Request) string {
 
 // queueView lists pending work in admission order.
 func (s *Service) queueView(c *call, team, flavor string) {
-	snap, err := s.deps.Cluster.Snapshot(c.ctx)
+	snap, err := s.snapshot(c)
 	if err != nil {
 		s.failed(c, "reading the cluster", err)
 		return
 	}
-	ests := allocator.Estimates(snap, s.estimateOptions(c))
+	ests := s.view().ests // the latest; a request they do not know yet shows its posted one
 	var rows [][]string
 	counts := map[allocator.Reason]int{}
 	n := 0
 	approxNote := ""
 	for _, id := range snap.Order() {
 		w, _ := snap.Workload(id)
-		r, err := s.deps.Requests.GetRequest(c.ctx, id)
+		r, err := s.getRequest(c, id)
 		if err != nil {
 			r = records.Request{ID: id, Team: w.Queue, GPUs: w.GPUs, Flavor: w.Flavor, Requester: "?"}
 		}
@@ -94,8 +99,13 @@ func (s *Service) queueView(c *call, team, flavor string) {
 			continue
 		}
 		n++
-		e := ests[id]
-		why, starts, says := string(e.Reason), s.estimateWindow(toRecord(c.now, e)), ""
+		e, estimated := ests[id]
+		posted := toRecord(c.now, e)
+		if !estimated {
+			posted = r.Estimate
+			e.Reason = snap.Diagnose(id)
+		}
+		why, starts, says := string(e.Reason), s.estimateWindow(posted), ""
 		if word, ok := s.kueueWord(c, id); ok {
 			says = clip(strings.TrimPrefix(word.Plain, "Kueue "), 90)
 			if word.Never {
@@ -120,7 +130,7 @@ func (s *Service) queueView(c *call, team, flavor string) {
 			rows = append(rows, row)
 		}
 	}
-	held, _ := s.deps.Requests.ListRequests(c.ctx, func(r records.Request) bool {
+	held, _ := s.listRequests(c, func(r records.Request) bool {
 		return r.State == records.StateAwaitingApproval && (team == "" || r.Team == team) && (flavor == "" || slices.Contains(s.candidateFlavors(r), flavor))
 	})
 	scope := "the cluster"
@@ -202,7 +212,7 @@ func policyWords(p allocator.Policy) string {
 
 // capacity shows per-flavor capacity and fragmentation.
 func (s *Service) capacity(c *call) {
-	snap, err := s.deps.Cluster.Snapshot(c.ctx)
+	snap, err := s.snapshot(c)
 	if err != nil {
 		s.failed(c, "reading the cluster", err)
 		return
@@ -292,13 +302,18 @@ func (s *Service) capacityNotes(c *call, snap *allocator.Snapshot) []Block {
 }
 
 // mix is the share of recent requests by pod size.
+// Reads use the mix the refresher last computed with the estimates.
 func (s *Service) mix(c *call) allocator.Mix {
-	since := c.now.Add(-MixWindow)
-	recent, err := s.deps.Requests.ListRequests(c.ctx, func(r records.Request) bool { return r.CreatedAt.After(since) })
-	if err != nil {
-		return nil
+	if v := s.view(); !c.writing && !v.estAt.IsZero() {
+		return v.mix
 	}
-	return RequestMix(s.cluster, recent)
+	return s.requestMix(c)
+}
+
+// requestMix computes the share of recent requests by pod size.
+func (s *Service) requestMix(c *call) allocator.Mix {
+	since := c.now.Add(-MixWindow)
+	return RequestMix(s.cluster, s.readRequests(c, func(r records.Request) bool { return r.CreatedAt.After(since) }, false))
 }
 
 // RequestMix is the share of requests by pod size (the p_k of
@@ -352,7 +367,7 @@ func (s *Service) usage(c *call, team string, days int) {
 		s.failed(c, "reading usage", err)
 		return
 	}
-	running, _ := s.deps.Requests.ListRequests(c.ctx, func(r records.Request) bool { return r.State == records.StateRunning })
+	running, _ := s.listRequests(c, func(r records.Request) bool { return r.State == records.StateRunning })
 	for _, r := range running {
 		recs = append(recs, records.UsageRecord{Request: r.ID, Team: r.Team, Requester: r.Requester, Flavor: r.AdmittedFlavor, GPUs: r.GPUs, Start: r.AdmittedAt, End: c.now})
 	}
@@ -368,7 +383,7 @@ func (s *Service) usage(c *call, team string, days int) {
 			total += h
 		}
 	}
-	snap, err := s.deps.Cluster.Snapshot(c.ctx)
+	snap, err := s.snapshot(c)
 	if err != nil {
 		s.failed(c, "reading the cluster", err)
 		return
@@ -424,7 +439,7 @@ func (s *Service) usage(c *call, team string, days int) {
 
 // calibration scores first estimates against actual starts since from.
 func (s *Service) calibration(c *call, from time.Time, team string) string {
-	started, err := s.deps.Requests.ListRequests(c.ctx, func(r records.Request) bool {
+	started, err := s.listRequests(c, func(r records.Request) bool {
 		return !r.AdmittedAt.IsZero() && r.AdmittedAt.After(from) && r.Preemptions == 0 && r.FirstEstimate != nil && r.FirstEstimate.Known &&
 			!r.FirstEstimate.At.After(r.AdmittedAt) && (team == "" || r.Team == team)
 	})

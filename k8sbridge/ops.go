@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/utils/ptr"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/gpubot/gpubot/allocator"
@@ -397,5 +396,3 @@ func (b *Bridge) requeue(ctx context.Context, ids []string, by, waitFor string) 
 	b.poke()
 	return errors.Join(errs...)
 }
-
-var _ = ptr.To[int]

@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/utils/ptr"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/gpubot/gpubot/commands"
@@ -128,5 +127,5 @@ func TestWarningsAboutKueueConfiguration(t *testing.T) {
 	if m := snap.Cluster().Policy.Mode; m != "BestEffortFIFO" {
 		t.Errorf("the allocator orders by %s on a cluster; want BestEffortFIFO, as Kueue", m)
 	}
-	_ = ptr.To[int]
+
 }

@@ -4,7 +4,17 @@
 // them and package commands changes them.
 package records
 
-import "time"
+import (
+	"errors"
+	"time"
+)
+
+// ErrNotFound is the error kind of a record that does not exist. Package
+// store wraps it when a getter finds nothing; the ports that read records
+// (commands.RequestStore, simcluster.StateStore, digest.RunLog) promise it,
+// and their users tell it from other failures (a closed or damaged store)
+// with errors.Is.
+var ErrNotFound = errors.New("not found")
 
 // State is where a request is in its life.
 type State string

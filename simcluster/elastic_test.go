@@ -1,7 +1,6 @@
 package simcluster_test
 
 import (
-	"errors"
 	"path/filepath"
 	"testing"
 	"time"
@@ -47,7 +46,7 @@ func newElastic(t *testing.T) (*fixture, func() *simcluster.Cluster) {
 	t.Cleanup(func() { db.Close() })
 	f := &fixture{ctx: t.Context(), db: db, st: &flakyStore{db: db}, clock: clocktesting.NewFakeClock(t0)}
 	open := func() *simcluster.Cluster {
-		sim, _, err := simcluster.New(f.ctx, elasticCluster(), f.st, f.clock, func(err error) bool { return errors.Is(err, store.ErrNotFound) }, simcluster.WithElastic(elasticFlavors))
+		sim, _, err := simcluster.New(f.ctx, elasticCluster(), f.st, f.clock, simcluster.WithElastic(elasticFlavors))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,7 +16,11 @@
 // Workloads run exactly their requested duration unless removed earlier:
 // the simulated cluster has no notion of a job failing or finishing early
 // on its own. Changes are saved through StateStore after each operation;
-// if saving fails the operation is undone and the error returned.
+// if saving fails the operation is undone and the error returned. With
+// WithSavesByCaller the cluster's owner saves instead: the command
+// service commits the state (Unsaved) in the same transaction as its
+// records of the change, so that a crash cannot keep one without the
+// other, and drops a change whose commit failed (Discard).
 //
 // # Simulated use of the GPUs
 //
@@ -34,27 +38,29 @@ package simcluster
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/gpubot/gpubot/allocator"
 	"github.com/gpubot/gpubot/commands"
+	"github.com/gpubot/gpubot/records"
 )
 
 // StateName is the name under which the state is saved.
 const StateName = "simcluster"
 
-// StateStore keeps the cluster's state between runs.
+// StateStore keeps the cluster's state between runs. GetState's error
+// wraps records.ErrNotFound when nothing was saved yet (a new cluster);
+// any other error is a failure to read it.
 type StateStore interface {
 	GetState(ctx context.Context, name string) ([]byte, error)
 	PutState(ctx context.Context, name string, data []byte) error
-}
-
-// Clock tells the simulated time.
-type Clock interface {
-	Now() time.Time
 }
 
 // state is what is saved.
@@ -101,37 +107,44 @@ func WithPodsReadyTimeout(d time.Duration) Option {
 	}
 }
 
+// WithSavesByCaller leaves saving to the cluster's owner: a change is
+// kept in memory until Unsaved hands it out and Saved says it is
+// durable. Default: each change is saved through the StateStore.
+func WithSavesByCaller() Option { return func(c *Cluster) { c.callerSaves = true } }
+
 const stateVersion = 1
 
 // Cluster is the simulated cluster.
 type Cluster struct {
-	clock       Clock
+	clock       clock.PassiveClock
 	st          StateStore
-	notFound    func(error) bool
 	podsTimeout time.Duration
+	callerSaves bool
 
 	elastic map[string]ElasticFlavor
 
 	mu       sync.Mutex
 	snap     *allocator.Snapshot
 	profiles map[string]Profile
+	dirty    bool // changed since the owner last saved it (WithSavesByCaller)
+	c        *allocator.Cluster
 	el       elasticState
 }
 
 // New loads the saved state, or starts an empty cluster at the clock's
-// time. isNotFound tells a missing state from a failure to read it. The
-// saved workloads are checked against c: a config change that leaves
-// them without a node or queue is reported, not ignored.
-func New(ctx context.Context, c *allocator.Cluster, st StateStore, clock Clock, isNotFound func(error) bool, opts ...Option) (*Cluster, bool, error) {
-	cl := &Cluster{clock: clock, st: st, notFound: isNotFound, podsTimeout: DefaultPodsReadyTimeout, profiles: map[string]Profile{},
+// time when none was saved (records.ErrNotFound). The saved workloads are
+// checked against c: a config change that leaves them without a node or
+// queue is reported, not ignored.
+func New(ctx context.Context, c *allocator.Cluster, st StateStore, clk clock.PassiveClock, opts ...Option) (*Cluster, bool, error) {
+	cl := &Cluster{clock: clk, st: st, podsTimeout: DefaultPodsReadyTimeout, profiles: map[string]Profile{}, c: c,
 		el: elasticState{Provisioned: map[string]provisioned{}}}
 	for _, o := range opts {
 		o(cl)
 	}
 	data, err := st.GetState(ctx, StateName)
 	switch {
-	case err != nil && isNotFound(err):
-		snap, err := allocator.NewSnapshot(c, clock.Now(), nil, nil)
+	case errors.Is(err, records.ErrNotFound):
+		snap, err := allocator.NewSnapshot(c, clk.Now(), nil, nil)
 		if err != nil {
 			return nil, false, fmt.Errorf("building the simulated cluster: %w", err)
 		}
@@ -140,23 +153,76 @@ func New(ctx context.Context, c *allocator.Cluster, st StateStore, clock Clock, 
 	case err != nil:
 		return nil, false, fmt.Errorf("loading the simulated cluster: %w", err)
 	}
+	if err := cl.load(data); err != nil {
+		return nil, false, err
+	}
+	return cl, false, nil
+}
+
+// load makes the saved state data current. The caller holds c.mu or has
+// the only reference to c.
+func (c *Cluster) load(data []byte) error {
 	var s state
 	if err := json.Unmarshal(data, &s); err != nil {
-		return nil, false, fmt.Errorf("decoding the simulated cluster's saved state: %w", err)
+		return fmt.Errorf("decoding the simulated cluster's saved state: %w", err)
 	}
 	if s.Version != stateVersion {
-		return nil, false, fmt.Errorf("the simulated cluster's saved state has version %d; this gpubot reads version %d", s.Version, stateVersion)
+		return fmt.Errorf("the simulated cluster's saved state has version %d; this gpubot reads version %d", s.Version, stateVersion)
 	}
-	snap, err := allocator.NewSnapshot(c, s.Now, s.Workloads, s.Usage)
+	snap, err := allocator.NewSnapshot(c.c, s.Now, s.Workloads, s.Usage)
 	if err != nil {
-		return nil, false, fmt.Errorf("the saved simulated cluster no longer matches the configuration (%w); move the data directory aside to start afresh", err)
+		return fmt.Errorf("the saved simulated cluster no longer matches the configuration (%w); move the data directory aside to start afresh", err)
 	}
-	cl.snap = snap
+	c.snap = snap
+	c.profiles = map[string]Profile{}
 	for id, p := range s.Profiles {
-		cl.profiles[id] = p
+		c.profiles[id] = p
 	}
-	cl.el = s.Elastic.clone()
-	return cl, false, nil
+	c.el = s.Elastic.clone()
+	return nil
+}
+
+// Unsaved returns the cluster's state to save, if it changed since the
+// last Saved (WithSavesByCaller; never otherwise).
+func (c *Cluster) Unsaved() (records.NamedState, bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.dirty {
+		return records.NamedState{}, false, nil
+	}
+	data, err := c.encode(c.snap, c.profiles, c.el)
+	if err != nil {
+		return records.NamedState{}, false, err
+	}
+	return records.NamedState{Name: StateName, Data: data}, true, nil
+}
+
+// Saved tells the cluster that the state Unsaved last returned is
+// durable. Changes made since are still unsaved only if the caller made
+// them after that call; the command service makes none in between.
+func (c *Cluster) Saved() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.dirty = false
+}
+
+// Discard drops the changes not saved: the cluster goes back to its
+// state as last saved in the StateStore (after a failed commit).
+func (c *Cluster) Discard(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.dirty {
+		return nil
+	}
+	data, err := c.st.GetState(ctx, StateName)
+	if err != nil {
+		return fmt.Errorf("reloading the simulated cluster: %w", err)
+	}
+	if err := c.load(data); err != nil {
+		return err
+	}
+	c.dirty = false
+	return nil
 }
 
 // Snapshot returns a copy of the current state.
@@ -221,7 +287,7 @@ func (c *Cluster) SetProfile(ctx context.Context, id string, p Profile) error {
 	if err := c.save(ctx, c.snap, profiles, c.el); err != nil {
 		return err
 	}
-	c.profiles = profiles
+	c.profiles, c.dirty = profiles, false // the whole state was saved
 	return nil
 }
 
@@ -362,7 +428,9 @@ func (c *Cluster) change(ctx context.Context, fn func(*allocator.Snapshot, *elas
 	events = append(events, podsEvents(next, profiles, now, c.podsTimeout)...)
 	maps.DeleteFunc(profiles, func(id string, _ Profile) bool { _, ok := next.Workload(id); return !ok })
 	maps.DeleteFunc(el.Provisioned, func(id string, _ provisioned) bool { _, ok := next.Workload(id); return !ok })
-	if err := c.save(ctx, next, profiles, el); err != nil {
+	if c.callerSaves {
+		c.dirty = true
+	} else if err := c.save(ctx, next, profiles, el); err != nil {
 		return nil, err
 	}
 	c.snap, c.profiles, c.el = next, profiles, el
@@ -374,8 +442,14 @@ func (c *Cluster) change(ctx context.Context, fn func(*allocator.Snapshot, *elas
 // marks them told in profiles.
 func podsEvents(s *allocator.Snapshot, profiles map[string]Profile, now time.Time, timeout time.Duration) []allocator.Event {
 	var out []allocator.Event
-	for _, w := range s.Workloads() {
-		p, ok := profiles[w.ID]
+	ids := make([]string, 0, len(profiles))
+	for id := range profiles {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids) // only workloads with a profile can have pods that never become ready
+	for _, id := range ids {
+		p := profiles[id]
+		w, ok := s.Workload(id)
 		if !ok || !p.PodsNeverReady || w.Admission == nil || p.PodsToldFor.Equal(w.Admission.At) {
 			continue
 		}
@@ -392,14 +466,22 @@ func podsEvents(s *allocator.Snapshot, profiles map[string]Profile, now time.Tim
 	return out
 }
 
-func (c *Cluster) save(ctx context.Context, s *allocator.Snapshot, profiles map[string]Profile, el elasticState) error {
+func (c *Cluster) encode(s *allocator.Snapshot, profiles map[string]Profile, el elasticState) ([]byte, error) {
 	st := state{Version: stateVersion, Now: s.Now(), Workloads: s.Workloads(), Usage: s.Usage(), Elastic: el}
 	if len(profiles) > 0 {
 		st.Profiles = profiles
 	}
 	data, err := json.Marshal(st)
 	if err != nil {
-		return fmt.Errorf("encoding the simulated cluster: %w", err)
+		return nil, fmt.Errorf("encoding the simulated cluster: %w", err)
+	}
+	return data, nil
+}
+
+func (c *Cluster) save(ctx context.Context, s *allocator.Snapshot, profiles map[string]Profile, el elasticState) error {
+	data, err := c.encode(s, profiles, el)
+	if err != nil {
+		return err
 	}
 	if err := c.st.PutState(ctx, StateName, data); err != nil {
 		return fmt.Errorf("saving the simulated cluster: %w", err)
