@@ -18,7 +18,6 @@ import (
 	kueueclient "sigs.k8s.io/kueue/client-go/clientset/versioned"
 
 	"github.com/gpubot/gpubot/allocator"
-	"github.com/gpubot/gpubot/commands"
 )
 
 // Fidelity: the same steps go through gpubot's allocator (on the bridge's
@@ -316,9 +315,7 @@ func (f *fidelity) do(st act) {
 		f.submit(*st.submit)
 		f.live = append(f.live, st.submit.ID)
 	case st.release != "":
-		f.apply(commands.Op{Kind: commands.OpRemove, ID: st.release})
-		f.live = slices.DeleteFunc(f.live, func(id string) bool { return id == st.release })
-		f.eventually(st.release+"'s Job and Workload gone", func() bool { return f.kueueState(st.release) == "gone" })
+		f.release(st.release) // fidelity_release_integration_test.go
 	case st.deactivate != "":
 		f.setActive(st.deactivate, false)
 	case st.activate != "":
