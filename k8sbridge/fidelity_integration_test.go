@@ -18,6 +18,7 @@ import (
 	kueueclient "sigs.k8s.io/kueue/client-go/clientset/versioned"
 
 	"github.com/gpubot/gpubot/allocator"
+	"github.com/gpubot/gpubot/commands"
 )
 
 // Fidelity: the same steps go through gpubot's allocator (on the bridge's
@@ -315,9 +316,16 @@ func (f *fidelity) do(st act) {
 		f.submit(*st.submit)
 		f.live = append(f.live, st.submit.ID)
 	case st.release != "":
-		f.release(st.release) // fidelity_release_integration_test.go
+		f.freeing(st.release, func() { // fidelity_release_integration_test.go
+			f.apply(commands.Op{Kind: commands.OpRemove, ID: st.release})
+			f.live = slices.DeleteFunc(f.live, func(id string) bool { return id == st.release })
+			f.eventually(st.release+"'s Job and Workload gone", func() bool { return f.kueueState(st.release) == "gone" })
+		})
 	case st.deactivate != "":
-		f.setActive(st.deactivate, false)
+		f.freeing(st.deactivate, func() {
+			f.setActive(st.deactivate, false)
+			f.eventually(st.deactivate+" evicted and kept out", func() bool { return f.kueueState(st.deactivate) == "inactive" })
+		})
 	case st.activate != "":
 		f.setActive(st.activate, true)
 		delete(f.pending, st.activate)

@@ -11,11 +11,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
-
-	"github.com/gpubot/gpubot/commands"
 )
 
-// The release step, held still so that Kueue's order shows.
+// The steps that free quota (a release, a deactivation), held still so
+// that Kueue's order shows.
 //
 // When room frees, Kueue (v0.17, BestEffortFIFO) tries the waiting
 // workloads of a ClusterQueue one scheduling cycle after the other, in
@@ -25,18 +24,22 @@ import (
 // workloads back into the heap at any time (pkg/controller/tas/
 // resource_flavor.go, Reconcile); if the room frees while such a heap
 // is half tried, the first of two waiting workloads has already failed
-// and the second is admitted (README, "Known limits"). So a release
-// with two or more workloads waiting in one LocalQueue stops that
-// LocalQueue (stopPolicy Hold) while the workload goes:
+// and the second is admitted (README, "Known limits"). So a step that
+// frees quota with two or more workloads waiting in one LocalQueue stops
+// that LocalQueue (stopPolicy Hold) while the quota frees:
 //
 //   - stopped, the LocalQueue's waiting workloads leave the ClusterQueue
 //     altogether, heap and inadmissible ones alike (localqueue_controller.go
 //     Update → Manager.DeleteLocalQueue); nothing tries them, whatever
 //     retries other scenarios cause; running workloads keep running;
-//   - the workload is released, and the harness waits until the
-//     ClusterQueue's status shows its quota freed (status.flavorsReservation
-//     comes from Kueue's cache, the one the scheduler's snapshot is taken
-//     from);
+//   - the workload is released or deactivated, and the harness waits
+//     until the ClusterQueue's status shows its quota freed
+//     (status.flavorsReservation comes from Kueue's cache, the one the
+//     scheduler's snapshot is taken from). Started earlier, the queue's
+//     work could be tried before the quota frees and then wait with
+//     nothing to retry it: Kueue's retry after a deletion goes through
+//     the deleted workload's LocalQueue, skipped while it is stopped
+//     (Manager.QueueAssociatedInadmissibleWorkloadsAfter);
 //   - started again, Kueue lists the LocalQueue's waiting workloads and
 //     pushes every one into the heap under the queue manager's lock, then
 //     wakes the scheduler (Manager.AddLocalQueue, ClusterQueue.AddFromLocalQueue):
@@ -57,14 +60,15 @@ import (
 // which would be the harness's order, not Kueue's. The harness refuses
 // such a step rather than compare an order it decided.
 
-// waiter is a workload that waits in Kueue when a release step starts.
+// waiter is a workload that waits in Kueue when a step that frees quota
+// starts.
 type waiter struct {
 	id           string
 	localQueue   string // namespace/name
 	clusterQueue string
 }
 
-// queueToHold is the LocalQueue to stop while a workload is released,
+// queueToHold is the LocalQueue to stop while a workload's quota frees,
 // given the workloads that wait: "" when no ClusterQueue has two of
 // them, else the one LocalQueue they all wait in; an error when they
 // wait in several LocalQueues and a ClusterQueue has two.
@@ -95,35 +99,35 @@ func queueToHold(waiting []waiter) (string, error) {
 		len(lqs), crowded, strings.Join(perCQ[crowded], ", "))
 }
 
-// release releases request id, holding the LocalQueue its competitors
-// wait in (see above) until Kueue has freed its quota.
-func (f *fidelity) release(id string) {
+// freeing carries out free, which frees workload id's quota and waits
+// until id has let go of it (released: gone; deactivated: evicted),
+// holding the LocalQueue that id's competitors wait in (see above) until
+// Kueue shows the quota freed.
+func (f *fidelity) freeing(id string, free func()) {
 	f.t.Helper()
 	lq, cq := "", ""
 	if wl := f.workloadOf(id); wl != nil && wl.Status.Admission != nil {
 		cq = string(wl.Status.Admission.ClusterQueue)
 		var err error
 		if lq, err = queueToHold(f.waiters(id)); err != nil {
-			f.t.Fatalf("release %s: %v", id, err)
+			f.t.Fatalf("freeing %s's quota: %v", id, err)
 		}
 	}
 	if lq != "" {
-		f.t.Logf("release %s: LocalQueue %s held while its quota frees", id, lq)
+		f.t.Logf("%s's quota freed with LocalQueue %s held", id, lq)
 		f.setStopPolicy(lq, kueue.Hold)
 	}
-	f.apply(commands.Op{Kind: commands.OpRemove, ID: id})
-	f.live = slices.DeleteFunc(f.live, func(l string) bool { return l == id })
-	f.eventually(id+"'s Job and Workload gone", func() bool { return f.kueueState(id) == "gone" })
+	free()
 	if lq != "" {
 		f.eventually("ClusterQueue "+cq+" showing "+id+"'s quota freed", func() bool { return f.reservationShown(cq) })
 		f.setStopPolicy(lq, kueue.None)
 	}
 }
 
-// waiters are the live workloads other than released that Kueue keeps
+// waiters are the live workloads other than freed that Kueue keeps
 // waiting and that could start (not "will not start as it is"), with
 // their queues.
-func (f *fidelity) waiters(released string) []waiter {
+func (f *fidelity) waiters(freed string) []waiter {
 	f.t.Helper()
 	rep, err := f.bridge.KueueReport(f.ctx)
 	if err != nil {
@@ -131,7 +135,7 @@ func (f *fidelity) waiters(released string) []waiter {
 	}
 	var out []waiter
 	for _, id := range f.live {
-		if id == released || rep.Pending[id].Never {
+		if id == freed || rep.Pending[id].Never {
 			continue
 		}
 		if st := f.kueueState(id); st != "waiting" && st != "unseen" {
