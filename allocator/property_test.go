@@ -437,7 +437,7 @@ func TestPropertyShadows(t *testing.T) {
 						if others && qi.cohort < 0 {
 							continue
 						}
-						got := s.fitsWithout(q, &x.w, x.w.Topology, c, others)
+						got := s.fitsWithout(q, &x.w, x.w.Topology, c, others, true)
 						var gone []int32
 						for v := range s.ws {
 							y := &s.ws[v]

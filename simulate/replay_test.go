@@ -154,12 +154,16 @@ func TestReplayPoliciesByHand(t *testing.T) {
 // nominal GPU each). At 0, a submits a1, a2, a3 and b submits b1, each a
 // GPU for an hour.
 //
-//   - kueue (and fcfs): by arrival, then name: a1 and a2 run first, a3
-//     and b1 wait an hour. Mean bounded slowdowns: a (1+1+2)/3 = 4/3,
-//     b 2; Jain (10/3)² / (2·(16/9 + 4)) = 100/104.
+//   - fcfs: by arrival, then name: a1 and a2 run first, a3 and b1 wait
+//     an hour. Mean bounded slowdowns: a (1+1+2)/3 = 4/3, b 2; Jain
+//     (10/3)² / (2·(16/9 + 4)) = 100/104.
+//   - kueue: Kueue's cycle takes one head per ClusterQueue (scheduler.go,
+//     schedule; Heads), so the first cycle admits a1 and b1, each within
+//     its nominal quota; a2 would borrow b's GPU, which b uses. a2 and
+//     a3 wait: a (1+2+2)/3 = 5/3, b 1; Jain (8/3)² / (2·(25/9 + 1)) =
+//     16/17.
 //   - gpubot: after a1, a's usage (the entry penalty) puts b1 before a2:
-//     a1 and b1 run first, a2 and a3 wait. a (1+2+2)/3 = 5/3, b 1;
-//     Jain (8/3)² / (2·(25/9 + 1)) = 16/17.
+//     a1 and b1 run first, a2 and a3 wait, as with kueue.
 func TestReplayFairnessByHand(t *testing.T) {
 	rep := replayCSV(t, "name,flavor,gpus\nn1,x,2\n",
 		"id,submit,duration,gpus,team\na1,0,1h,1,a\na2,0,1h,1,a\na3,0,1h,1,a\nb1,0,1h,1,b\n", Setup{})
@@ -169,7 +173,7 @@ func TestReplayFairnessByHand(t *testing.T) {
 		jain  float64
 	}{
 		"fcfs":   {map[string]float64{"a1": 0, "a2": 0, "a3": 3600, "b1": 3600}, map[string]float64{"a": 4.0 / 3, "b": 2}, 100.0 / 104},
-		"kueue":  {map[string]float64{"a1": 0, "a2": 0, "a3": 3600, "b1": 3600}, map[string]float64{"a": 4.0 / 3, "b": 2}, 100.0 / 104},
+		"kueue":  {map[string]float64{"a1": 0, "b1": 0, "a2": 3600, "a3": 3600}, map[string]float64{"a": 5.0 / 3, "b": 1}, 16.0 / 17},
 		"gpubot": {map[string]float64{"a1": 0, "b1": 0, "a2": 3600, "a3": 3600}, map[string]float64{"a": 5.0 / 3, "b": 1}, 16.0 / 17},
 	} {
 		r := runNamed(t, rep, name)

@@ -1,0 +1,113 @@
+package allocator
+
+// The GPU-only engine's nomination: Kueue's flavor assignment
+// (kueue_assign.go) with one resource, one cohort level and Kueue's
+// default flavorFungibility, on the arithmetic of quota.go: the first
+// flavor where the GPUs fit the queue's available quota is taken (with
+// or without borrowing); before it, a flavor where they do not fit but
+// are within the queue's nominal quota gets the preemption oracle's
+// answer (reclaim, preempt or no candidates), and among such flavors,
+// when none fits, reclaim beats preempt beats none, then not borrowing
+// after the preemption, then the earlier flavor.
+
+// fastMode is fitsResourceQuota for the GPUs of the workload in slot on
+// its class's i-th candidate.
+func (s *Snapshot) fastMode(slot int32, i int, c cand) gmode {
+	x := &s.ws[slot]
+	q, f, gpus := int(x.q), int(c.f), x.w.GPUs
+	qi := &s.ix.queues[q]
+	nom := qi.quota[f].nominal
+	// The height of the smallest subtree that fits: 0 within the queue's
+	// nominal quota, else the cohort's (1).
+	height := func() int {
+		if qi.cohort >= 0 && s.used[q][f]+gpus > nom {
+			return 1
+		}
+		return 0
+	}
+	if gpus <= s.available(q, f) {
+		return gmode{pm: pmFit, borrow: height()}
+	}
+	if gpus > nom {
+		return gmode{pm: pmNoFit, borrow: height()}
+	}
+	targets := s.getTargets(slot, i, false)
+	if len(targets) == 0 {
+		return gmode{pm: pmNoCandidates, borrow: height()}
+	}
+	own := false
+	for _, v := range targets {
+		s.vacate(v)
+		own = own || int(s.ws[v].q) == q
+	}
+	b := height()
+	for _, v := range targets {
+		s.occupy(v)
+	}
+	if own {
+		return gmode{pm: pmPreempt, borrow: b}
+	}
+	return gmode{pm: pmReclaim, borrow: b}
+}
+
+// assignFast is assignFrom for the GPU-only engine.
+func (s *Snapshot) assignFast(slot int32, from int) assignment {
+	x := &s.ws[slot]
+	qi := &s.ix.queues[x.q]
+	cands := s.classes[x.cls].cands
+	best := assignment{ci: -1, mode: worstMode, last: from - 1}
+	for i := from; i < len(cands); i++ {
+		best.last = i
+		c := cands[i]
+		if c.never {
+			continue
+		}
+		m := s.fastMode(slot, i, c)
+		if !qi.tryNext(m) {
+			best.ci, best.mode = i, m
+			break
+		}
+		if qi.preferred(m, best.mode) {
+			best.ci, best.mode = i, m
+		}
+	}
+	return best
+}
+
+// nominateFast is nominate for the GPU-only engine.
+func (s *Snapshot) nominateFast(slot int32) nomination {
+	x := &s.ws[slot]
+	q := int(x.q)
+	cands := s.classes[x.cls].cands
+	from := 0
+	for {
+		a := s.assignFast(slot, from)
+		if a.ci < 0 {
+			return nomination{slot: slot, ci: -1}
+		}
+		c := cands[a.ci]
+		n := nomination{slot: slot, ci: a.ci, mode: a.mode}
+		if a.mode.pm == pmFit && s.feasible(c, x.w.Topology) {
+			n.fit = true
+			return n
+		}
+		if n.targets = s.getTargets(slot, a.ci, true); len(n.targets) > 0 {
+			return n
+		}
+		if a.last < len(cands)-1 {
+			from = a.last + 1
+			continue
+		}
+		f := int(c.f)
+		qt := &s.ix.queues[q].quota[f]
+		u, v := s.used[q][f], x.w.GPUs
+		switch {
+		case a.mode.borrow > 0 && qt.borrowSet:
+			v = min(v, qt.nominal+qt.borrow-u)
+		case a.mode.borrow == 0:
+			v = min(v, qt.nominal-u)
+		}
+		n.reserve[ResourceGPU] = int64(max(0, v))
+		return n
+	}
+}
