@@ -59,6 +59,9 @@ type gstate struct {
 	reserved []reservation
 	released bool  // quota was released this cycle
 	undrop   []int // tree roots where reclaimers may have gained candidates
+	one      bool  // one head a cycle, in the global order
+	cur      orderKey
+	deferred []int32 // one head a cycle: victims, pending again at the end
 }
 
 type reservation struct {
@@ -84,22 +87,47 @@ func (s *Snapshot) newGState() *gstate {
 // again from its first member; an admission over nominal quota makes the
 // dropped classes of the reclaiming queues in its tree live again.
 func (s *Snapshot) endGCycle(st *gstate) {
-	if st.released {
+	switch {
+	case st.released && !st.one:
 		clear(st.cursor)
 		clear(st.dropped)
-	} else {
+	case st.released:
+		for c := range st.dropped {
+			if st.dropped[c] {
+				s.gResume(st, int32(c))
+			}
+		}
+	default:
 		t := s.ix.tree
 		for _, root := range st.undrop {
 			for c := range st.dropped {
 				r := int(s.classes[c].key.q)
 				if st.dropped[c] && s.ix.queues[r].reclaim != polNever && t.root(r) == root {
-					st.dropped[c] = false
+					s.gResume(st, int32(c))
 				}
 			}
 		}
 	}
 	st.released = false
 	st.undrop = st.undrop[:0]
+}
+
+// gResume makes dropped class c live again: from its cursor, or, one
+// head a cycle, from its first member after the last head.
+func (s *Snapshot) gResume(st *gstate, c int32) {
+	st.dropped[c] = false
+	if st.one {
+		cl := &s.classes[c]
+		i := 0
+		for i < len(cl.members) {
+			k := s.keyOf(cl.members[i])
+			if cmpKey(&k, &st.cur) > 0 {
+				break
+			}
+			i++
+		}
+		st.cursor[c] = max(st.cursor[c], int32(i))
+	}
 }
 
 // gHead returns queue q's head, or -1.
@@ -144,6 +172,7 @@ func (s *Snapshot) scheduleGeneral(emit sink) {
 	st := s.newGState()
 	limit := 4*len(s.byID) + 64
 	one := s.ix.fair || s.ix.fcfs
+	st.one = one
 	for range limit {
 		var heads []gentry
 		for q := range s.ix.queues {
@@ -152,7 +181,7 @@ func (s *Snapshot) scheduleGeneral(emit sink) {
 			}
 		}
 		if len(heads) == 0 {
-			return
+			break
 		}
 		if one {
 			best := 0
@@ -184,6 +213,9 @@ func (s *Snapshot) scheduleGeneral(emit sink) {
 		} else {
 			slices.SortFunc(heads, func(a, b gentry) int { return s.classicalCmp(&a, &b) })
 			for i := range heads {
+				if one {
+					st.cur = s.keyOf(heads[i].n.slot)
+				}
 				s.processEntry(st, &heads[i], preempted, emit)
 			}
 		}
@@ -192,6 +224,9 @@ func (s *Snapshot) scheduleGeneral(emit sink) {
 		}
 		st.reserved = st.reserved[:0]
 		s.endGCycle(st)
+	}
+	for _, v := range st.deferred {
+		s.insertMember(s.ws[v].cls, v)
 	}
 }
 
@@ -246,7 +281,10 @@ func (s *Snapshot) processEntry(st *gstate, e *gentry, preempted map[int32]bool,
 		return // no longer fits: tried again next cycle
 	}
 	for _, v := range e.n.targets {
-		s.unadmit(v, true)
+		s.unadmit(v, !st.one)
+		if st.one {
+			st.deferred = append(st.deferred, v)
+		}
 		emit(EventPreempted, v, slot)
 		preempted[v] = true
 	}

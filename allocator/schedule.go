@@ -31,6 +31,11 @@ type cycleState struct {
 	undrop   []int // cohorts where a queue admitted while borrowing
 	released bool  // quota was released (a preemption) this cycle
 	reserved []reservation
+	// one: the AdmissionFairSharing and FirstComeFirstServed modes take
+	// one head a cycle, in the global order; cur is the last one's place.
+	one      bool
+	cur      orderKey
+	deferred []int32 // one head a cycle: victims, pending again at the end
 }
 
 type fentry struct {
@@ -79,7 +84,7 @@ func (s *Snapshot) schedule(emit sink) {
 	if !pending {
 		return
 	}
-	one := s.ix.fair || s.ix.fcfs
+	one := cy.one
 	preempted := map[int32]bool{}
 	for range 4*len(s.byID) + 64 {
 		// 1. Heads.
@@ -122,6 +127,9 @@ func (s *Snapshot) schedule(emit sink) {
 		// 4. Admit.
 		clear(preempted)
 		for i := range heads {
+			if one {
+				cy.cur = s.keyOf(heads[i].n.slot)
+			}
 			s.processFast(cy, &heads[i], preempted, emit)
 		}
 		// 5. Release, and the heads' classes back in their heaps.
@@ -131,6 +139,10 @@ func (s *Snapshot) schedule(emit sink) {
 		cy.reserved = cy.reserved[:0]
 		s.endCycle(cy)
 	}
+	for _, v := range cy.deferred {
+		s.insertMember(s.ws[v].cls, v)
+	}
+	cy.deferred = cy.deferred[:0]
 }
 
 // beginCycle builds the queues' heaps. It reports whether anything is
@@ -151,6 +163,7 @@ func (s *Snapshot) beginCycle() (*cycleState, bool) {
 	cy.dropped = slices.Grow(cy.dropped[:0], n)[:n]
 	clear(cy.dropped)
 	cy.undrop, cy.released, cy.reserved = cy.undrop[:0], false, cy.reserved[:0]
+	cy.one, cy.cur, cy.deferred = s.ix.fair || s.ix.fcfs, orderKey{}, cy.deferred[:0]
 	if len(cy.heaps) != len(s.ix.queues) {
 		cy.heaps = make([][]int32, len(s.ix.queues))
 	}
@@ -180,11 +193,13 @@ func (s *Snapshot) fillHeaps(cy *cycleState) bool {
 }
 
 // endCycle is step 5: after a release every class starts again from its
-// first member; otherwise the heads' classes that are still live go
-// back into their heaps, and the classes of queues that reclaim in a
-// cohort where a queue started or went on borrowing are live again.
+// first member (one head a cycle: every dropped class from its first
+// member after the last head); otherwise the heads' classes that are
+// still live go back into their heaps, and the dropped classes of queues
+// that reclaim in a cohort where a queue started or went on borrowing
+// are live again.
 func (s *Snapshot) endCycle(cy *cycleState) {
-	if cy.released {
+	if cy.released && !cy.one {
 		clear(cy.cursor)
 		clear(cy.dropped)
 		cy.released = false
@@ -195,6 +210,14 @@ func (s *Snapshot) endCycle(cy *cycleState) {
 	for _, h := range cy.heads {
 		s.requeueClass(cy, h.c)
 	}
+	if cy.released {
+		for c := range s.classes {
+			if cy.dropped[c] {
+				s.resume(cy, int32(c))
+			}
+		}
+		cy.released = false
+	}
 	for _, co := range cy.undrop {
 		for _, q := range s.ix.cohorts[co].queues {
 			if s.ix.queues[q].reclaim == polNever {
@@ -202,13 +225,38 @@ func (s *Snapshot) endCycle(cy *cycleState) {
 			}
 			for c := range s.classes {
 				if cy.dropped[c] && int(s.classes[c].key.q) == q {
-					cy.dropped[c] = false
-					s.requeueClass(cy, int32(c))
+					s.resume(cy, int32(c))
 				}
 			}
 		}
 	}
 	cy.undrop = cy.undrop[:0]
+}
+
+// resume makes dropped class c live again: from its cursor, or, one head
+// a cycle, from its first member after the last head.
+func (s *Snapshot) resume(cy *cycleState, c int32) {
+	cy.dropped[c] = false
+	if cy.one {
+		cy.cursor[c] = max(cy.cursor[c], int32(s.firstAfter(c, &cy.cur)))
+	}
+	s.requeueClass(cy, c)
+}
+
+// firstAfter is the index of class c's first member ordered after key
+// (in the admission order now).
+func (s *Snapshot) firstAfter(c int32, key *orderKey) int {
+	cl := &s.classes[c]
+	sh := s.share(int(cl.key.q))
+	i, _ := slices.BinarySearchFunc(cl.members, key, func(m int32, k *orderKey) int {
+		w := &s.ws[m].w
+		mk := orderKey{prio: s.oprio(w), share: sh, created: w.Created, id: w.ID}
+		if cmpKey(&mk, k) <= 0 {
+			return -1
+		}
+		return 1
+	})
+	return i
 }
 
 // head returns class c's next untried member.
@@ -310,7 +358,10 @@ func (s *Snapshot) processFast(cy *cycleState, e *fentry, preempted map[int32]bo
 		return // no longer fits: tried again next cycle
 	}
 	for _, v := range n.targets {
-		s.unadmit(v, true)
+		s.unadmit(v, !cy.one)
+		if cy.one {
+			cy.deferred = append(cy.deferred, v)
+		}
 		emit(EventPreempted, v, slot)
 		preempted[v] = true
 	}
