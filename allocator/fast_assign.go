@@ -1,7 +1,7 @@
 package allocator
 
-// The GPU-only engine's nomination: Kueue's flavor assignment
-// (kueue_assign.go) with one resource, one cohort level and Kueue's
+// The GPU-only engine's nomination: the flavor assignment of
+// kueue_assign.go with one resource, one cohort level and Kueue's
 // default flavorFungibility, on the arithmetic of quota.go: the first
 // flavor where the GPUs fit the queue's available quota is taken (with
 // or without borrowing); before it, a flavor where they do not fit but
@@ -11,8 +11,11 @@ package allocator
 // after the preemption, then the earlier flavor.
 
 // fastMode is fitsResourceQuota for the GPUs of the workload in slot on
-// its class's i-th candidate.
-func (s *Snapshot) fastMode(slot int32, i int, c cand) gmode {
+// its class's i-th candidate, with the preemption targets found. best is
+// the best mode found on earlier flavors: a preemption search that could
+// not beat it is not run (its mode is then pmNoCandidates, which loses
+// too).
+func (s *Snapshot) fastMode(slot int32, i int, c cand, best gmode) (gmode, []int32) {
 	x := &s.ws[slot]
 	q, f, gpus := int(x.q), int(c.f), x.w.GPUs
 	qi := &s.ix.queues[q]
@@ -26,14 +29,19 @@ func (s *Snapshot) fastMode(slot int32, i int, c cand) gmode {
 		return 0
 	}
 	if gpus <= s.available(q, f) {
-		return gmode{pm: pmFit, borrow: height()}
+		return gmode{pm: pmFit, borrow: height()}, nil
 	}
 	if gpus > nom {
-		return gmode{pm: pmNoFit, borrow: height()}
+		return gmode{pm: pmNoFit, borrow: height()}, nil
 	}
-	targets := s.getTargets(slot, i, false)
+	// Only fit beats reclaiming without borrowing; only reclaim (other
+	// queues' candidates) beats preempting without borrowing.
+	if best.borrow == 0 && (best.pm == pmReclaim || (best.pm == pmPreempt && !s.othersHaveCandidates2(q, f, x.w.Priority))) {
+		return gmode{pm: pmNoCandidates, borrow: height()}, nil
+	}
+	targets := s.getTargets(slot, i, true)
 	if len(targets) == 0 {
-		return gmode{pm: pmNoCandidates, borrow: height()}
+		return gmode{pm: pmNoCandidates, borrow: height()}, nil
 	}
 	own := false
 	for _, v := range targets {
@@ -45,9 +53,9 @@ func (s *Snapshot) fastMode(slot int32, i int, c cand) gmode {
 		s.occupy(v)
 	}
 	if own {
-		return gmode{pm: pmPreempt, borrow: b}
+		return gmode{pm: pmPreempt, borrow: b}, targets
 	}
-	return gmode{pm: pmReclaim, borrow: b}
+	return gmode{pm: pmReclaim, borrow: b}, targets
 }
 
 // assignFast is assignFrom for the GPU-only engine.
@@ -62,13 +70,13 @@ func (s *Snapshot) assignFast(slot int32, from int) assignment {
 		if c.never {
 			continue
 		}
-		m := s.fastMode(slot, i, c)
+		m, targets := s.fastMode(slot, i, c, best.mode)
 		if !qi.tryNext(m) {
-			best.ci, best.mode = i, m
+			best.ci, best.mode, best.targets = i, m, targets
 			break
 		}
 		if qi.preferred(m, best.mode) {
-			best.ci, best.mode = i, m
+			best.ci, best.mode, best.targets = i, m, targets
 		}
 	}
 	return best
@@ -91,7 +99,13 @@ func (s *Snapshot) nominateFast(slot int32) nomination {
 			n.fit = true
 			return n
 		}
-		if n.targets = s.getTargets(slot, a.ci, true); len(n.targets) > 0 {
+		switch a.mode.pm {
+		case pmFit: // fits by quota, not on the nodes
+			n.targets = s.getTargets(slot, a.ci, true)
+		case pmPreempt, pmReclaim:
+			n.targets = a.targets
+		}
+		if len(n.targets) > 0 {
 			return n
 		}
 		if a.last < len(cands)-1 {
@@ -110,4 +124,10 @@ func (s *Snapshot) nominateFast(slot int32) nomination {
 		n.reserve[ResourceGPU] = int64(max(0, v))
 		return n
 	}
+}
+
+// othersHaveCandidates2 reports whether queue q may reclaim flavor f and
+// another queue of its cohort has candidates for a priority-p preemptor.
+func (s *Snapshot) othersHaveCandidates2(q, f int, p int32) bool {
+	return s.mayReclaim(q, f) && s.othersHaveCandidates(q, f, p)
 }

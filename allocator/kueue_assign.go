@@ -86,6 +86,9 @@ type assignment struct {
 	mode gmode
 	need []int // flavor-resources needing preemption
 	last int   // index of the last candidate tried
+	// targets the oracle found on the chosen candidate, when its request
+	// is of one resource (then they are GetTargets' own)
+	targets []int32
 }
 
 // assignFrom runs the flavor search for the pending workload in slot,
@@ -106,14 +109,16 @@ func (s *Snapshot) assignFrom(slot int32, from int) assignment {
 		f := int(c.f)
 		mode := gmode{pm: pmFit}
 		var need []int
+		var targets []int32
 		for r := range numResources {
 			v := req[r]
 			if v == 0 {
 				continue
 			}
-			m := s.fitsResourceQuota(slot, q, f, r, v)
+			m, t := s.fitsResourceQuota(slot, q, c, r, v)
 			if m.pm != pmFit && m.pm != pmNoFit {
 				need = append(need, fr(f, r))
+				targets = t
 			}
 			if qi.preferred(mode, m) {
 				mode = m
@@ -122,33 +127,48 @@ func (s *Snapshot) assignFrom(slot int32, from int) assignment {
 				break
 			}
 		}
+		if len(need) != 1 || nonZero(req) != 1 {
+			targets = nil
+		}
 		if !qi.tryNext(mode) {
-			best.ci, best.mode, best.need = i, mode, need
+			best.ci, best.mode, best.need, best.targets = i, mode, need, targets
 			break
 		}
 		if qi.preferred(mode, best.mode) {
-			best.ci, best.mode, best.need = i, mode, need
+			best.ci, best.mode, best.need, best.targets = i, mode, need, targets
 		}
 	}
 	return best
 }
 
 // fitsResourceQuota is Kueue's fitsResourceQuota for val of resource r
-// on flavor f (one pod set: nothing assumed from earlier ones).
-func (s *Snapshot) fitsResourceQuota(slot int32, q, f int, r Resource, val int64) gmode {
+// on candidate c (one pod set: nothing assumed from earlier ones), with
+// the oracle's targets.
+func (s *Snapshot) fitsResourceQuota(slot int32, q int, c cand, r Resource, val int64) (gmode, []int32) {
+	f := int(c.f)
 	i := fr(f, r)
 	t := s.ix.tree
 	if val > t.potential(q, i) {
-		return gmode{pm: pmNoFit}
+		return gmode{pm: pmNoFit}, nil
 	}
 	borrow, mayReclaim := s.lowestSubtreeThatFits(q, i, val)
 	if val <= max(0, s.tAvailable(q, i)) {
-		return gmode{pm: pmFit, borrow: borrow}
+		return gmode{pm: pmFit, borrow: borrow}, nil
 	}
 	if val <= t.nodes[q].nominal[i] || mayReclaim || s.canPreemptWhileBorrowing(q) {
-		return s.oracle(slot, q, f, r, val)
+		return s.oracle(slot, q, c, r, val)
 	}
-	return gmode{pm: pmNoFit, borrow: borrow}
+	return gmode{pm: pmNoFit, borrow: borrow}, nil
+}
+
+func nonZero(v resVec) int {
+	n := 0
+	for _, x := range v {
+		if x != 0 {
+			n++
+		}
+	}
+	return n
 }
 
 func (s *Snapshot) canPreemptWhileBorrowing(q int) bool {
@@ -157,17 +177,19 @@ func (s *Snapshot) canPreemptWhileBorrowing(q int) bool {
 }
 
 // oracle is Kueue's SimulatePreemption (preemption_oracle.go): the
-// preemption search for val of resource r on flavor f alone, without
-// nodes, and the borrowing height once its targets are gone.
-func (s *Snapshot) oracle(slot int32, q, f int, r Resource, val int64) gmode {
+// preemption search for val of resource r on candidate c alone, and the
+// borrowing height once its targets are gone. Unlike Kueue's, it places
+// the pods too (see the Caveats).
+func (s *Snapshot) oracle(slot int32, q int, c cand, r Resource, val int64) (gmode, []int32) {
+	f := int(c.f)
 	var usage resVec
 	usage[r] = val
-	ctx := pctx{slot: slot, q: q, f: f, frs: []int{fr(f, r)}, usage: usage}
+	ctx := pctx{slot: slot, q: q, f: f, c: c, frs: []int{fr(f, r)}, usage: usage, place: true}
 	targets := s.targets(&ctx)
 	i := fr(f, r)
 	if len(targets) == 0 {
 		b, _ := s.lowestSubtreeThatFits(q, i, val)
-		return gmode{pm: pmNoCandidates, borrow: b}
+		return gmode{pm: pmNoCandidates, borrow: b}, nil
 	}
 	for _, v := range targets {
 		s.vacate(v)
@@ -178,10 +200,10 @@ func (s *Snapshot) oracle(slot int32, q, f int, r Resource, val int64) gmode {
 	}
 	for _, v := range targets {
 		if int(s.ws[v].q) == q {
-			return gmode{pm: pmPreempt, borrow: b}
+			return gmode{pm: pmPreempt, borrow: b}, targets
 		}
 	}
-	return gmode{pm: pmReclaim, borrow: b}
+	return gmode{pm: pmReclaim, borrow: b}, targets
 }
 
 // nomination is what a cycle does with one head: fit, preempt (with or
@@ -231,7 +253,10 @@ func (s *Snapshot) nominate(slot int32) nomination {
 				}
 			}
 		}
-		if !s.ix.fcfs {
+		switch {
+		case a.targets != nil && a.mode.pm != pmFit:
+			n.targets = a.targets // the oracle's search was GetTargets'
+		case a.mode.pm != pmNoCandidates || nonZero(req) > 1:
 			ctx := pctx{slot: slot, q: int(x.q), f: int(c.f), c: c, frs: need, usage: req, place: true}
 			n.targets = s.targets(&ctx)
 		}

@@ -41,8 +41,8 @@ import (
 // A head found inadmissible drops its class (the workloads with the same
 // requirements): those after it in its queue's order, of no higher
 // priority and no earlier, could only fail the same way, so they are
-// passed over until quota is released (then every class is tried again
-// from its first workload) or, for a queue that reclaims, until a queue
+// passed over until quota is released on one of its flavors (then the
+// class is tried again from its first workload) or, for a queue that reclaims, until a queue
 // of its cohort tree admits work while above its nominal quota (which
 // adds candidates; under Fair Sharing any admission in the tree, which
 // changes shares). Kueue would pass each of them in a cycle of its own.
@@ -57,7 +57,8 @@ type gstate struct {
 	dropped  []bool  // per class
 	byQueue  [][]int32
 	reserved []reservation
-	released bool  // quota was released this cycle
+	released bool   // quota was released this cycle
+	relFl    []bool // on these flavors
 	undrop   []int // tree roots where reclaimers may have gained candidates
 	one      bool  // one head a cycle, in the global order
 	cur      orderKey
@@ -74,6 +75,7 @@ func (s *Snapshot) newGState() *gstate {
 		cursor:  make([]int32, len(s.classes)),
 		dropped: make([]bool, len(s.classes)),
 		byQueue: make([][]int32, len(s.ix.queues)),
+		relFl:   make([]bool, len(s.ix.flavors)),
 	}
 	for c := range s.classes {
 		q := s.classes[c].key.q
@@ -89,11 +91,14 @@ func (s *Snapshot) newGState() *gstate {
 func (s *Snapshot) endGCycle(st *gstate) {
 	switch {
 	case st.released && !st.one:
-		clear(st.cursor)
-		clear(st.dropped)
+		for c := range st.dropped {
+			if s.onReleased(st.relFl, int32(c)) {
+				st.cursor[c], st.dropped[c] = 0, false
+			}
+		}
 	case st.released:
 		for c := range st.dropped {
-			if st.dropped[c] {
+			if st.dropped[c] && s.onReleased(st.relFl, int32(c)) {
 				s.gResume(st, int32(c))
 			}
 		}
@@ -109,6 +114,7 @@ func (s *Snapshot) endGCycle(st *gstate) {
 		}
 	}
 	st.released = false
+	clear(st.relFl)
 	st.undrop = st.undrop[:0]
 }
 
@@ -295,6 +301,7 @@ func (s *Snapshot) processEntry(st *gstate, e *gentry, preempted map[int32]bool,
 	}
 	if len(e.n.targets) > 0 {
 		st.released = true
+		st.relFl[c.f] = true
 	}
 	s.admittedGeneral(st, q, int(c.f))
 }

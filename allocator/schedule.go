@@ -29,7 +29,8 @@ type cycleState struct {
 	heaps    [][]int32 // per queue: live classes with untried members, by head
 	heads    []fentry
 	undrop   []int // cohorts where a queue admitted while borrowing
-	released bool  // quota was released (a preemption) this cycle
+	released bool   // quota was released (a preemption) this cycle
+	relFl    []bool // on these flavors
 	reserved []reservation
 	// one: the AdmissionFairSharing and FirstComeFirstServed modes take
 	// one head a cycle, in the global order; cur is the last one's place.
@@ -163,6 +164,10 @@ func (s *Snapshot) beginCycle() (*cycleState, bool) {
 	cy.dropped = slices.Grow(cy.dropped[:0], n)[:n]
 	clear(cy.dropped)
 	cy.undrop, cy.released, cy.reserved = cy.undrop[:0], false, cy.reserved[:0]
+	if len(cy.relFl) != len(s.ix.flavors) {
+		cy.relFl = make([]bool, len(s.ix.flavors))
+	}
+	clear(cy.relFl)
 	cy.one, cy.cur, cy.deferred = s.ix.fair || s.ix.fcfs, orderKey{}, cy.deferred[:0]
 	if len(cy.heaps) != len(s.ix.queues) {
 		cy.heaps = make([][]int32, len(s.ix.queues))
@@ -192,30 +197,34 @@ func (s *Snapshot) fillHeaps(cy *cycleState) bool {
 	return pending
 }
 
-// endCycle is step 5: after a release every class starts again from its
-// first member (one head a cycle: every dropped class from its first
-// member after the last head); otherwise the heads' classes that are
+// endCycle is step 5: after a release every class that may use the
+// flavor starts again from its first member (one head a cycle: every
+// such dropped class from its first member after the last head); otherwise the heads' classes that are
 // still live go back into their heaps, and the dropped classes of queues
 // that reclaim in a cohort where a queue started or went on borrowing
 // are live again.
 func (s *Snapshot) endCycle(cy *cycleState) {
 	if cy.released && !cy.one {
-		clear(cy.cursor)
-		clear(cy.dropped)
+		for c := range s.classes {
+			if s.onReleased(cy.relFl, int32(c)) {
+				cy.cursor[c], cy.dropped[c] = 0, false
+			}
+		}
+		clear(cy.relFl)
 		cy.released = false
-		cy.undrop = cy.undrop[:0]
 		s.fillHeaps(cy)
-		return
-	}
-	for _, h := range cy.heads {
-		s.requeueClass(cy, h.c)
+	} else {
+		for _, h := range cy.heads {
+			s.requeueClass(cy, h.c)
+		}
 	}
 	if cy.released {
 		for c := range s.classes {
-			if cy.dropped[c] {
+			if cy.dropped[c] && s.onReleased(cy.relFl, int32(c)) {
 				s.resume(cy, int32(c))
 			}
 		}
+		clear(cy.relFl)
 		cy.released = false
 	}
 	for _, co := range cy.undrop {
@@ -231,6 +240,17 @@ func (s *Snapshot) endCycle(cy *cycleState) {
 		}
 	}
 	cy.undrop = cy.undrop[:0]
+}
+
+// onReleased reports whether class c may use one of the flavors rel
+// marks (a release elsewhere cannot change what it can do).
+func (s *Snapshot) onReleased(rel []bool, c int32) bool {
+	for _, k := range s.classes[c].cands {
+		if rel[k.f] {
+			return true
+		}
+	}
+	return false
 }
 
 // resume makes dropped class c live again: from its cursor, or, one head
@@ -367,6 +387,7 @@ func (s *Snapshot) processFast(cy *cycleState, e *fentry, preempted map[int32]bo
 	}
 	if len(n.targets) > 0 {
 		cy.released = true
+		cy.relFl[c.f] = true
 	}
 	s.admitNow(cy, slot, c, nodes, emit)
 }
