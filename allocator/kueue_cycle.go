@@ -59,8 +59,8 @@ type gstate struct {
 	reserved []reservation
 	released bool   // quota was released this cycle
 	relFl    []bool // on these flavors
-	undrop   []int // tree roots where reclaimers may have gained candidates
-	one      bool  // one head a cycle, in the global order
+	undrop   []int  // tree roots where reclaimers may have gained candidates
+	one      bool   // one head a cycle, in the global order
 	cur      orderKey
 	deferred []int32 // one head a cycle: victims, pending again at the end
 }

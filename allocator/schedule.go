@@ -28,7 +28,7 @@ type cycleState struct {
 	dropped  []bool    // per class
 	heaps    [][]int32 // per queue: live classes with untried members, by head
 	heads    []fentry
-	undrop   []int // cohorts where a queue admitted while borrowing
+	undrop   []int  // cohorts where a queue admitted while borrowing
 	released bool   // quota was released (a preemption) this cycle
 	relFl    []bool // on these flavors
 	reserved []reservation
