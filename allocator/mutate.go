@@ -169,8 +169,15 @@ func (s *Snapshot) Reserve(id string, a Admission) (undo func(), err error) {
 	if !s.sameDomain(x.w.Topology, nodes) {
 		return nil, fmt.Errorf("%w: workload %q requires one %s, but the admission spans several", ErrState, id, x.w.Topology)
 	}
-	if avail := s.available(int(x.q), int(c.f)); x.w.GPUs > avail {
+	if avail := s.available(int(x.q), int(c.f)); s.ix.simple && x.w.GPUs > avail {
 		return nil, fmt.Errorf("%w: workload %q needs %d GPUs of flavor %q but queue %q has %d available", ErrState, id, x.w.GPUs, a.Flavor, x.w.Queue, max(0, avail))
+	}
+	if !s.ix.simple {
+		for r, v := range reqOf(&x.w) {
+			if avail := s.tAvailable(int(x.q), fr(int(c.f), Resource(r))); v > 0 && v > avail {
+				return nil, fmt.Errorf("%w: workload %q needs %d %s of flavor %q but queue %q has %d available", ErrState, id, v, Resource(r), a.Flavor, x.w.Queue, max(0, avail))
+			}
+		}
 	}
 	s.admit(slot, c, nodes, ad)
 	s.ver++

@@ -434,7 +434,12 @@ func (s *Snapshot) ProposeVictims(w Workload) (victims []string, a Admission, ok
 			}
 		}
 		slices.SortFunc(pool, func(a, b int32) int { return victimCmp(&s.ws[a], &s.ws[b]) })
-		set := s.minimal(q, w.GPUs, w.Topology, c, pool, true, false, true)
+		var set []int32
+		if s.ix.simple {
+			set = s.minimal(q, w.GPUs, w.Topology, c, pool, true, false, true)
+		} else {
+			set = s.minimalGeneral(q, &w, c, pool)
+		}
 		if set != nil && (!found || len(set) < len(best)) {
 			best, bestC, found = set, c, true
 		}
@@ -445,7 +450,7 @@ func (s *Snapshot) ProposeVictims(w Workload) (victims []string, a Admission, ok
 	for _, v := range best {
 		s.vacate(v)
 	}
-	nodes := s.place(bestC, w.Topology, w.ID)
+	nodes := s.placeFor(bestC, &w)
 	for i := len(best) - 1; i >= 0; i-- {
 		s.occupy(best[i])
 	}
@@ -495,7 +500,7 @@ func (s *Snapshot) Preempt(id string, victims []string) ([]Event, error) {
 		s.unadmit(v, true)
 	}
 	x := &s.ws[slot]
-	c, nodes, ok := s.fitClass(s.classes[x.cls].cands, x.w.GPUs, int(x.q), x.w.Topology, x.w.ID)
+	c, nodes, ok := s.fitAny(int(x.q), &x.w, s.classes[x.cls].cands)
 	if !ok {
 		reason := s.diagnoseSlot(slot)
 		for i := len(saved) - 1; i >= 0; i-- {
@@ -512,4 +517,38 @@ func (s *Snapshot) Preempt(id string, victims []string) ([]Event, error) {
 	s.admitNow(nil, slot, c, nodes, emit)
 	s.ver++
 	return out, nil
+}
+
+// minimalGeneral is minimal for ProposeVictims in the general engine:
+// workload w of queue q, every resource and the tree's quota.
+func (s *Snapshot) minimalGeneral(q int, w *Workload, c cand, cands []int32) []int32 {
+	f, req := int(c.f), reqOf(w)
+	fit := func() bool { return s.quotaFits(q, f, req) && s.feasibleFor(c, w, w.Topology) }
+	var removed []int32
+	fits := false
+	for _, v := range cands {
+		s.vacate(v)
+		removed = append(removed, v)
+		if fit() {
+			fits = true
+			break
+		}
+	}
+	if fits {
+		for i := len(removed) - 2; i >= 0; i-- {
+			s.occupy(removed[i])
+			if fit() {
+				removed = slices.Delete(removed, i, i+1)
+			} else {
+				s.vacate(removed[i])
+			}
+		}
+	}
+	for i := len(removed) - 1; i >= 0; i-- {
+		s.occupy(removed[i])
+	}
+	if !fits {
+		return nil
+	}
+	return removed
 }

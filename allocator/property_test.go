@@ -265,7 +265,7 @@ func TestPropertyScheduleMatchesDefinition(t *testing.T) {
 				if diff := cmpDiff(want, got); diff != "" {
 					t.Fatalf("Schedule differs from its definition (-want +got):\n%s", diff)
 				}
-				if diff := cmpDiff(viewOf(naive), viewOf(s)); diff != "" {
+				if diff := cmpDiff(engineView(naive), engineView(s)); diff != "" {
 					t.Fatalf("state differs:\n%s", diff)
 				}
 				checkInvariants(t, s)
