@@ -409,7 +409,7 @@ func TestPropertyShadows(t *testing.T) {
 	for seed := range uint64(propertyCases) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(seed, 6))
-			s, _ := randomStateKind(t, r, seed%2 == 1)
+			s, _ := randomState(t, r)
 			for step := range 30 {
 				switch r.IntN(4) {
 				case 0:
