@@ -136,6 +136,7 @@ func (p *parser) teamList(n *yaml.Node) {
 		team.Leads = p.teamPeople(f, "leads", ti)
 		team.Members = p.teamPeople(f, "members", ti)
 		p.quota(p.required(f, "quota"), field(path, "quota"), &queue)
+		p.checkGroup(f.get("quota"), field(path, "quota"), queue.Flavors, queue.Quotas)
 		p.preemption(f.get("preemption"), field(path, "preemption"), &queue.Preemption, queue.Cohort != "")
 		p.flavorFungibility(f.get("flavorFungibility"), field(path, "flavorFungibility"), &queue.FlavorFungibility)
 		p.teamCluster(f, path, name)

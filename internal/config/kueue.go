@@ -133,6 +133,27 @@ func (p *parser) resourceQuotas(g *fields, path string, q *allocator.Quota, coho
 	}
 }
 
+// checkGroup reports a cpu or memory quota given on some of a team's
+// (or cohort's) flavors but not all: they are one Kueue resource group,
+// whose flavors must each give every resource it covers.
+func (p *parser) checkGroup(n *yaml.Node, path string, flavors []string, quotas map[string]allocator.Quota) {
+	for _, r := range []string{"cpu", "memory"} {
+		var with, without []string
+		for _, f := range flavors {
+			q := quotas[f]
+			if (r == "cpu" && q.CPU != nil) || (r == "memory" && q.Memory != nil) {
+				with = append(with, f)
+			} else {
+				without = append(without, f)
+			}
+		}
+		if len(with) > 0 && len(without) > 0 {
+			p.errorf(n, path, "gives a %s quota on %s but not on %s: a ClusterQueue's flavors must all give it (write %s: 0 where there is none)",
+				r, strings.Join(with, ", "), strings.Join(without, ", "), r)
+		}
+	}
+}
+
 // flavorFungibility reads a team's flavorFungibility.
 func (p *parser) flavorFungibility(n *yaml.Node, path string, ff *allocator.FlavorFungibility) {
 	if n == nil {
@@ -301,6 +322,13 @@ func (p *parser) cohortList(n *yaml.Node) {
 				p.resourceQuotas(h, fpath, &quota, co.Parent != "")
 				co.Quotas[flavor] = quota
 			}
+			var fl []string
+			for _, f := range g.order {
+				if _, ok := co.Quotas[f]; ok {
+					fl = append(fl, f)
+				}
+			}
+			p.checkGroup(q, field(path, "quota"), fl, co.Quotas)
 		}
 		p.cfg.cluster.Cohorts = append(p.cfg.cluster.Cohorts, co)
 	}

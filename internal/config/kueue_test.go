@@ -115,6 +115,14 @@ people: [{name: alice}]
 				`gpubot.yaml:5:151: teams[1].preemption.borrowWithinCohortMaxPriority: unknown priority "hihg" (known: normal)`,
 			},
 		},
+		"CPU on one flavor of two": {
+			yaml: `priorities: [{name: normal, value: 1}]
+flavors: [{name: h100, gpusPerNode: 8, nodes: {nodesPerRack: 2}}, {name: a100, gpusPerNode: 8, nodes: {nodesPerRack: 2}}]
+people: [{name: alice}]
+teams: [{name: nlp, members: [alice], quota: {h100: {nominal: 8, cpu: 64}, a100: {nominal: 8}}}]
+`,
+			want: []string{"gpubot.yaml:4:46: teams[0].quota: gives a cpu quota on h100 but not on a100: a ClusterQueue's flavors must all give it (write cpu: 0 where there is none)"},
+		},
 		"CPU per GPU without CPU quota, and bad amounts": {
 			yaml: base + "requests: {cpuPerGPU: 12}\nteams: [{name: nlp, members: [alice], quota: {h100: {nominal: 16, memory: 12Gx}}}]\n",
 			want: []string{
