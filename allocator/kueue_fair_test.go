@@ -37,7 +37,7 @@ func TestKueueFairSharingOrder(t *testing.T) {
 	classical := fairPool(1, 1, "")
 	classical.Policy.FairSharing = nil
 	runKueueCases(t, map[string]kueueCase{
-		"the lower share goes first":             {cluster: fairPool(1, 1, ""), workloads: workloads, want: []string{"admitted:b1"}},
+		"the lower share goes first":                 {cluster: fairPool(1, 1, ""), workloads: workloads, want: []string{"admitted:b1"}},
 		"without Fair Sharing, the older goes first": {cluster: classical, workloads: workloads, want: []string{"admitted:a2"}},
 		// b's weight 0.2 makes its share 250/0.2 = 1250 > a's 1000.
 		"weight: b at 0.2 goes after a": {cluster: fairPool(1, 0.2, ""), workloads: workloads, want: []string{"admitted:a2"}},
@@ -80,6 +80,6 @@ func TestKueueFairSharingPreemption(t *testing.T) {
 		"LessThanOrEqualToFinalShare alone takes a2 (equal shares)": {cluster: fairPool(1, 1, PreemptAny, LessThanOrEqualToFinalShare), workloads: twoOfFour,
 			want: []string{"preempted:a2<b1", "admitted:b1"}},
 		"LessThanOrEqualToFinalShare alone: b1 waits": {cluster: fairPool(1, 1, PreemptAny, LessThanOrEqualToFinalShare), workloads: oneOfEight},
-		"reclaimWithinCohort Never: no preemption": {cluster: fairPool(1, 1, ""), workloads: twoOfFour},
+		"reclaimWithinCohort Never: no preemption":    {cluster: fairPool(1, 1, ""), workloads: twoOfFour},
 	})
 }

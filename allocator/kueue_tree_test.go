@@ -58,8 +58,8 @@ func TestKueueCohortTreeQuota(t *testing.T) {
 		"y1 borrows X's pool through R":                            {cluster: tree(nil), queue: "y1", want: 16},
 		"with y1 using its 8, x1 has X's 8": {cluster: tree(nil), queue: "x1", want: 8,
 			admitted: []Workload{MakeWorkload("y").Queue("y1").GPUs(8).Obj()}},
-		"X lends R only 2 (lendingLimit): y1 gets 8 + 2": {cluster: tree(limits(nil, &two)), queue: "y1", want: 10},
-		"X lends R only 2: x1 still has 16":              {cluster: tree(limits(nil, &two)), queue: "x1", want: 16},
+		"X lends R only 2 (lendingLimit): y1 gets 8 + 2":      {cluster: tree(limits(nil, &two)), queue: "y1", want: 10},
+		"X lends R only 2: x1 still has 16":                   {cluster: tree(limits(nil, &two)), queue: "x1", want: 16},
 		"X borrows at most 2 (borrowingLimit): x1 gets 8 + 2": {cluster: tree(limits(&two, nil)), queue: "x1", want: 10},
 	}
 	for name, tc := range cases {

@@ -80,8 +80,8 @@ func TestReportUnmodelledFeatures(t *testing.T) {
 	want := map[string]string{
 		"StrictFIFO": "ClusterQueue nlp-cq queues StrictFIFO: a workload that does not fit holds back those behind it, where gpubot lets them pass (BestEffortFIFO) [nlp]",
 		"CPU or memory in another resource group": "ClusterQueue nlp-cq gives cpu quota in a resource group of its own (other flavors than its GPUs'): gpubot counts CPU and memory only in the GPUs' resource group [nlp]",
-		"quota-only flavor": "flavor h100 has no Kueue Topology, so Kueue admits there by quota alone (16 GPUs), while gpubot also waits for free GPUs on its nodes (8) [nlp]",
-		"waitForPodsReady":  "Kueue evicts and requeues work whose pods are not all ready in time (waitForPodsReady, timeout 5m0s) []",
+		"quota-only flavor":                       "flavor h100 has no Kueue Topology, so Kueue admits there by quota alone (16 GPUs), while gpubot also waits for free GPUs on its nodes (8) [nlp]",
+		"waitForPodsReady":                        "Kueue evicts and requeues work whose pods are not all ready in time (waitForPodsReady, timeout 5m0s) []",
 	}
 	want["quotas on other resources"] = "ClusterQueue nlp-cq also has quotas on example.com/licence: Kueue admits only when those fit too, and gpubot counts GPUs, CPU and memory only [nlp]"
 	if diff := cmp.Diff(want, got); diff != "" {

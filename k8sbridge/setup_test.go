@@ -126,8 +126,8 @@ func TestSetupWritesKueueSettings(t *testing.T) {
 		Flavors: []k8sbridge.SetupFlavor{{Name: "h100", NodeLabels: map[string]string{"a": "b"}}},
 		Cohorts: []allocator.Cohort{{Name: "research", Parent: "org", Weight: 0.5, Quotas: map[string]allocator.Quota{"h100": {Nominal: 4, LendingLimit: &two, CPU: cpu(48)}}}},
 		Teams: []k8sbridge.SetupTeam{{Queue: allocator.Queue{Name: "nlp", Cohort: "research", Flavors: []string{"h100"}, Weight: allocator.ZeroWeight,
-			Quotas: map[string]allocator.Quota{"h100": {Nominal: 8, CPU: cpu(96), Memory: &allocator.ResourceQuota{Nominal: 768 << 30}}},
-			Preemption: allocator.Preemption{ReclaimWithinCohort: "Any", BorrowWithinCohort: "LowerPriority", BorrowWithinCohortMaxPriority: &mx},
+			Quotas:            map[string]allocator.Quota{"h100": {Nominal: 8, CPU: cpu(96), Memory: &allocator.ResourceQuota{Nominal: 768 << 30}}},
+			Preemption:        allocator.Preemption{ReclaimWithinCohort: "Any", BorrowWithinCohort: "LowerPriority", BorrowWithinCohortMaxPriority: &mx},
 			FlavorFungibility: allocator.FlavorFungibility{WhenCanBorrow: "TryNextFlavor"}}}},
 		KueueFairSharing: &allocator.KueueFairSharing{PreemptionStrategies: []string{"LessThanInitialShare"}},
 	}
