@@ -289,3 +289,34 @@ func (s *Snapshot) DiagnoseResource(id string) (Reason, Resource) {
 	}
 	return s.diagnoseRes(slot)
 }
+
+// ResourceUse returns what queue uses of resource r on flavor and its
+// nominal quota there; covered is false when the queue has no quota of r
+// on flavor (or no such queue or flavor).
+func (s *Snapshot) ResourceUse(queue, flavor string, r Resource) (used, nominal int64, covered bool) {
+	q, ok := s.ix.queueIdx[queue]
+	f, okF := s.ix.flavorIdx[flavor]
+	if !ok || !okF || r < 0 || r >= numResources || !s.ix.queues[q].quota[f].has {
+		return 0, 0, false
+	}
+	if r == ResourceGPU {
+		return int64(s.used[q][f]), int64(s.ix.queues[q].quota[f].nominal), true
+	}
+	i := fr(f, r)
+	nd := &s.ix.tree.nodes[q]
+	if !nd.has[i] || s.tuse == nil {
+		return 0, 0, false
+	}
+	return s.tuse[q][i], nd.nominal[i], true
+}
+
+// FreeResource returns the free CPU or memory of flavor's nodes that
+// count it; counted is false when none does.
+func (s *Snapshot) FreeResource(flavor string, r Resource) (free int64, counted bool) {
+	f, ok := s.ix.flavorIdx[flavor]
+	if !ok || (r != ResourceCPU && r != ResourceMemory) || s.nodeCPU == nil {
+		return 0, false
+	}
+	v := s.freeRes(f, r)
+	return v, v != math.MaxInt64
+}
