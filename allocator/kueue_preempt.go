@@ -77,10 +77,21 @@ func (s *Snapshot) targets(ctx *pctx) []int32 {
 // usesFRs reports whether admitted workload v uses one of frs.
 func (s *Snapshot) usesFRs(v int32, frs []int) bool {
 	x := &s.ws[v]
-	req := reqOf(&x.w)
 	for _, i := range frs {
-		if frFlavor(i) == int(x.fl) && req[frResource(i)] > 0 {
-			return true
+		if frFlavor(i) != int(x.fl) {
+			continue
+		}
+		switch frResource(i) {
+		case ResourceGPU:
+			return true // every workload has GPUs
+		case ResourceCPU:
+			if x.w.CPU > 0 {
+				return true
+			}
+		case ResourceMemory:
+			if x.w.Memory > 0 {
+				return true
+			}
 		}
 	}
 	return false
@@ -170,7 +181,12 @@ func (s *Snapshot) classicalTargets(ctx *pctx) []int32 {
 	q, f := ctx.q, ctx.f
 	qi := &s.ix.queues[q]
 	t := s.ix.tree
-	var same, hier, prio []pcand
+	if !s.mayFitWithout(ctx) {
+		return nil
+	}
+	sc := s.scratchBuf()
+	same, hier, prio := sc.same[:0], sc.hier[:0], sc.prio[:0]
+	defer func() { sc.same, sc.hier, sc.prio = same[:0], hier[:0], prio[:0] }()
 	if qi.within != polNever {
 		for _, v := range s.adm[q][f].slots {
 			if s.usesFRs(v, ctx.frs) && s.satisfies(ctx.slot, v, qi.within) {
@@ -193,12 +209,17 @@ func (s *Snapshot) classicalTargets(ctx *pctx) []int32 {
 			prev = n
 		}
 	}
+	// Each list comes from the queues' admitted lists, already in victim
+	// order; sort what several queues made (Kueue's CandidatesOrdering,
+	// which within one list is victim order).
 	byOrder := s.candidateCmp(q)
-	for _, l := range [][]pcand{same, hier, prio} {
-		slices.SortFunc(l, func(a, b pcand) int { return byOrder(a.v, b.v) })
+	for _, l := range [][]pcand{hier, prio} {
+		if !slices.IsSortedFunc(l, func(a, b pcand) int { return byOrder(a.v, b.v) }) {
+			slices.SortStableFunc(l, func(a, b pcand) int { return byOrder(a.v, b.v) })
+		}
 	}
-	all := make([]pcand, 0, len(hier)+len(prio)+len(same))
-	all = append(append(append(all, hier...), prio...), same...)
+	all := append(append(append(sc.all[:0], hier...), prio...), same...)
+	defer func() { sc.all = all[:0] }()
 	noOthers, noHier := len(hier) == 0 && len(prio) == 0, len(hier) == 0
 	var attempts []bool
 	switch {
@@ -230,6 +251,41 @@ func (s *Snapshot) classicalTargets(ctx *pctx) []int32 {
 		}
 	}
 	return nil
+}
+
+// mayFitWithout is a necessary condition for a preemption search to
+// succeed when nodes count: the preemptor's GPUs fit what is free on the
+// flavor plus what every workload its policy could make a candidate
+// holds there.
+func (s *Snapshot) mayFitWithout(ctx *pctx) bool {
+	if !ctx.place {
+		return true
+	}
+	q, f := ctx.q, ctx.f
+	w := &s.ws[ctx.slot].w
+	qi := &s.ix.queues[q]
+	room := s.fl[f].free
+	if room >= w.GPUs {
+		return true
+	}
+	add := func(r int, pol policyKind) {
+		for _, ps := range s.adm[r][f].prio {
+			if pol == polAny || ps.prio < w.Priority || (pol == polLowerOrNewerEqual && ps.prio == w.Priority) {
+				room += ps.gpus
+			}
+		}
+	}
+	if qi.within != polNever {
+		add(q, qi.within)
+	}
+	if t := s.ix.tree; t.nodes[q].parent >= 0 && qi.reclaim != polNever {
+		for _, r := range t.subtreeQueues(t.root(q)) {
+			if r != q {
+				add(r, qi.reclaim)
+			}
+		}
+	}
+	return room >= w.GPUs
 }
 
 // collectSubtree is Kueue's collectCandidatesInSubtree.

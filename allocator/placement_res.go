@@ -1,6 +1,9 @@
 package allocator
 
-import "slices"
+import (
+	"math/bits"
+	"slices"
+)
 
 // Placement when pods ask for CPU or memory and nodes count them (as
 // Kueue's Topology Aware Scheduling counts every resource a pod asks
@@ -98,9 +101,56 @@ func (ix *index) fitsDomains(f int, topo Level, pods int, capOf func(n int) int)
 	return false
 }
 
-// feasibleRes is feasible for pods that ask for CPU or memory.
+// feasibleRes is feasible for pods that ask for CPU or memory: the GPUs
+// must fit first (the buckets answer that at once); without a topology
+// requirement or for one host, only the nodes with room for a pod's
+// GPUs are looked at.
 func (s *Snapshot) feasibleRes(c cand, topo Level, per resVec) bool {
-	return s.ix.fitsDomains(int(c.f), topo, int(c.pods), func(n int) int { return s.podsNow(n, per) })
+	if !s.feasible(c, topo) {
+		return false
+	}
+	f, pods, k := int(c.f), int(c.pods), int(per[ResourceGPU])
+	switch topo {
+	case LevelNone:
+		have := 0
+		s.nodesWithFree(f, k, func(n int) bool {
+			have += s.podsNow(n, per)
+			return have < pods
+		})
+		return have >= pods
+	case LevelHost:
+		ok := false
+		s.nodesWithFree(f, pods*k, func(n int) bool {
+			ok = s.podsNow(n, per) >= pods
+			return !ok
+		})
+		return ok
+	}
+	return s.ix.fitsDomains(f, topo, pods, func(n int) int { return s.podsNow(n, per) })
+}
+
+// byPos orders nodes of a flavor by name.
+func (s *Snapshot) byPos(a, b int) int { return s.ix.nodes[a].pos - s.ix.nodes[b].pos }
+
+// nodesWithFree calls fn for flavor f's nodes with at least k free GPUs,
+// most free first, by name within a count, until fn returns false.
+func (s *Snapshot) nodesWithFree(f, k int, fn func(n int) bool) {
+	st := &s.fl[f]
+	nodes := s.ix.flavors[f].nodes
+	for v := len(st.bits) - 1; v >= max(k, 1); v-- {
+		if st.cnt[v] == 0 {
+			continue
+		}
+		for w, word := range st.bits[v] {
+			for word != 0 {
+				b := bits.TrailingZeros64(word)
+				word &^= 1 << b
+				if !fn(nodes[w*64+b]) {
+					return
+				}
+			}
+		}
+	}
 }
 
 // placeRes is place for pods that ask for CPU or memory. s is unchanged.
@@ -128,15 +178,24 @@ func (s *Snapshot) placeRes(c cand, topo Level, id string, per resVec) []int32 {
 		}
 		return frag[v-k] - frag[v]
 	}
-	// greedy places the pods on nodes, one by one, and returns them and
-	// the total score; the state is restored before it returns.
+	// greedy places the pods on nodes (nil: the flavor's nodes with room
+	// for a pod's GPUs), one by one, and returns them and the total
+	// score; the state is restored before it returns.
 	greedy := func(nodes []int) ([]int32, int64, bool) {
 		out := make([]int32, 0, pods)
 		var total int64
+		var scan []int
 		for range pods {
 			best, bestS := -1, int64(0)
 			var ties []int
-			for _, n := range nodes {
+			if nodes == nil {
+				scan = scan[:0]
+				s.nodesWithFree(f, int(k), func(n int) bool { scan = append(scan, n); return true })
+				slices.SortFunc(scan, s.byPos)
+			} else {
+				scan = nodes
+			}
+			for _, n := range scan {
 				if s.podsNow(n, per) < 1 {
 					continue
 				}
@@ -166,11 +225,14 @@ func (s *Snapshot) placeRes(c cand, topo Level, id string, per resVec) []int32 {
 	}
 	switch topo {
 	case LevelNone:
-		nodes, _, _ := greedy(fi.nodes)
+		nodes, _, _ := greedy(nil)
 		return nodes
 	case LevelHost:
 		best, bestS := -1, int64(0)
-		for _, n := range fi.nodes {
+		var hosts []int
+		s.nodesWithFree(f, pods*int(k), func(n int) bool { hosts = append(hosts, n); return true })
+		slices.SortFunc(hosts, s.byPos)
+		for _, n := range hosts {
 			if s.podsNow(n, per) < pods {
 				continue
 			}
