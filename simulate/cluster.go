@@ -52,11 +52,14 @@ const Cohort = "cluster"
 // queue per team in one cohort, with the flavors in the order of their
 // total GPUs (largest first, then by name) and each flavor's GPUs split
 // evenly as nominal quotas (the remainder to the first teams), no
-// borrowing or lending limits.
-func buildCluster(nodes []Node, teams []string, pol Policy, placement allocator.Placement, seed uint64) (*allocator.Cluster, error) {
+// borrowing or lending limits. With cpu (mem), nodes have their CPU
+// (memory) and every queue a CPU (memory) quota on each flavor, split
+// the same way from the flavor's nodes' totals.
+func buildCluster(nodes []Node, teams []string, pol Policy, placement allocator.Placement, seed uint64, cpu, mem bool) (*allocator.Cluster, error) {
 	type flav struct {
 		name       string
 		gpn, total int
+		cpu, mem   int64
 	}
 	byName := map[string]*flav{}
 	var flavs []*flav
@@ -71,7 +74,16 @@ func buildCluster(nodes []Node, teams []string, pol Policy, placement allocator.
 		}
 		fl.gpn = max(fl.gpn, n.GPUs)
 		fl.total += n.GPUs
-		c.Nodes = append(c.Nodes, allocator.Node{Name: n.Name, Flavor: f, GPUs: n.GPUs, Block: n.Block, Rack: n.Rack})
+		node := allocator.Node{Name: n.Name, Flavor: f, GPUs: n.GPUs, Block: n.Block, Rack: n.Rack}
+		if cpu {
+			node.CPU = n.CPU
+			fl.cpu += node.CPU
+		}
+		if mem {
+			node.Memory = n.Memory << 20
+			fl.mem += node.Memory
+		}
+		c.Nodes = append(c.Nodes, node)
 	}
 	slices.SortFunc(flavs, func(a, b *flav) int {
 		if a.total != b.total {
@@ -90,7 +102,22 @@ func buildCluster(nodes []Node, teams []string, pol Policy, placement allocator.
 				share++
 			}
 			q.Flavors = append(q.Flavors, f.name)
-			q.Quotas[f.name] = allocator.Quota{Nominal: share}
+			quota := allocator.Quota{Nominal: share}
+			split := func(total int64) *allocator.ResourceQuota {
+				n := int64(len(teams))
+				v := total / n
+				if int64(i) < total%n {
+					v++
+				}
+				return &allocator.ResourceQuota{Nominal: v}
+			}
+			if cpu {
+				quota.CPU = split(f.cpu)
+			}
+			if mem {
+				quota.Memory = split(f.mem)
+			}
+			q.Quotas[f.name] = quota
 		}
 		c.Queues = append(c.Queues, q)
 	}

@@ -37,6 +37,7 @@ type prepared struct {
 	stride      int // calibration: every stride-th job (0: none)
 	sampleEvery time.Duration
 	first, last time.Time
+	cpu, mem    bool // count CPU, memory (Setup.CPU, Memory)
 }
 
 // TraceSummary describes the trace as replayed.
@@ -103,7 +104,7 @@ func prepare(s *Setup) (*prepared, error) {
 	if !tr.Timed {
 		return nil, fmt.Errorf("%s has no submission times (creation_time, deletion_time): only the packing mode can use it", tr.Name)
 	}
-	p := &prepared{classes: s.Priorities}
+	p := &prepared{classes: s.Priorities, cpu: s.CPU, mem: s.Memory}
 	if len(p.classes) == 0 {
 		p.classes = DefaultPriorities
 	}

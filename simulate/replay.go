@@ -51,6 +51,12 @@ type Setup struct {
 	// Samples is how many times the cluster is sampled over the arrival
 	// window (fragmentation and GPUs in use over time); 0 means 400.
 	Samples int
+	// CPU and Memory count the CPU and memory the trace's pods ask for and
+	// the nodes have (openb gives both): pods need room for them on a
+	// node, and every team has a share of each flavor's CPU (memory) as
+	// quota, as a ClusterQueue covering cpu and memory with the GPUs
+	// would. Off, only GPUs count.
+	CPU, Memory bool
 	// Progress, if set, is called from the replays (perhaps
 	// concurrently) as they go: first once for every run with done 0,
 	// before any starts, then as each goes (done never decreases for a
@@ -130,7 +136,7 @@ func Replay(s Setup) (*Report, error) {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			cl, err := buildCluster(t.v.nodes, p.teams, t.pol, s.Placement, s.Seed)
+			cl, err := buildCluster(t.v.nodes, p.teams, t.pol, s.Placement, s.Seed, s.CPU, s.Memory)
 			if err != nil {
 				errs[i] = err
 				return
@@ -229,6 +235,12 @@ func replayOne(p *prepared, cl *allocator.Cluster, pol Policy, capacity, name st
 			j := p.jobs[k]
 			w := allocator.Workload{ID: j.ID, Queue: j.Team, Priority: j.prio, GPUs: j.gpus, Flavor: j.Flavor,
 				Topology: j.topo, Created: j.submit, Duration: j.requested}
+			if p.cpu {
+				w.CPU = j.CPU
+			}
+			if p.mem {
+				w.Memory = j.Memory << 20
+			}
 			if err := drv.Add(w); err != nil {
 				return nil, fmt.Errorf("%s: job %s: %w", name, j.ID, err)
 			}

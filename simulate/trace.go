@@ -168,3 +168,24 @@ func priorityValue(classes []PriorityClass, name string) (int32, bool) {
 	}
 	return classes[i].Value, true
 }
+
+// HasCPU and HasMemory report whether some job asks for CPU (memory):
+// a trace that does not say (generic CSV without the columns) counts
+// GPUs only.
+func (t *Trace) HasCPU() bool {
+	for _, j := range t.Jobs {
+		if j.CPU > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func (t *Trace) HasMemory() bool {
+	for _, j := range t.Jobs {
+		if j.Memory > 0 {
+			return true
+		}
+	}
+	return false
+}

@@ -116,7 +116,7 @@ func Simulate(args []string, sio SimulateIO) int {
 		seeds      = fs.Int("seeds", 10, "packing: the number of arrival orders")
 		placements = fs.String("placements", strings.Join(simulate.PackingPlacements, ","), "packing: the `placements` to compare")
 		maxArrived = fs.Int("max-arrived", 130, "packing: stop when the arrived demand is this `percent` of the GPUs")
-		resources  = fs.String("resources", "gpu,cpu,memory", "packing: the node `resources` a pod must fit: gpu, and cpu and memory if listed")
+		resources  = fs.String("resources", "gpu,cpu,memory", "the `resources` that count: gpu, and cpu and memory if listed (replay: on the nodes and in the teams' quotas, shares of the flavor's; packing: on the nodes)")
 		skipBad    = fs.Bool("skip-bad", false, "skip rows that cannot be read (and count them) instead of stopping at the first")
 		noPlots    = fs.Bool("no-plots", false, "do not draw PNG plots")
 		progress   = fs.String("progress", "auto", "progress bar on standard error: auto (when it is a terminal), always or never")
@@ -191,28 +191,30 @@ func Simulate(args []string, sio SimulateIO) int {
 	}
 	bar := newProgressBar(stderr, *progress == "always" || (*progress == "auto" && sio.Terminal), clk)
 	var rep *simulate.Report
+	useCPU, useMemory := false, false
+	for _, r := range splitList(*resources) {
+		switch r {
+		case "gpu":
+		case "cpu":
+			useCPU = true
+		case "memory":
+			useMemory = true
+		default:
+			return usageErr("--resources: unknown resource %q (want gpu, cpu, memory)", r)
+		}
+	}
 	if *mode == "packing" {
 		if len(adds)+len(removes) > 0 {
 			return usageErr("--add and --remove apply to the replay, not the packing mode")
 		}
 		ps := simulate.PackingSetup{Nodes: nodes.Nodes, Trace: trace, Seeds: *seeds, Seed: *seed, MaxArrived: *maxArrived,
 			Fractional: simulate.Fractional(*fractional), Placements: splitList(*placements), Progress: bar.update,
-			IgnoreCPU: true, IgnoreMemory: true}
-		for _, r := range splitList(*resources) {
-			switch r {
-			case "gpu":
-			case "cpu":
-				ps.IgnoreCPU = false
-			case "memory":
-				ps.IgnoreMemory = false
-			default:
-				return usageErr("--resources: unknown resource %q (want gpu, cpu, memory)", r)
-			}
-		}
+			IgnoreCPU: !useCPU, IgnoreMemory: !useMemory}
 		rep, err = simulate.Packing(ps)
 	} else {
 		setup := simulate.Setup{Nodes: nodes.Nodes, Trace: trace, Priorities: classes, Seed: *seed,
-			Fractional: simulate.Fractional(*fractional), Calibrate: *calibrate, Samples: *samples, Progress: bar.update}
+			Fractional: simulate.Fractional(*fractional), Calibrate: *calibrate, Samples: *samples, Progress: bar.update,
+			CPU: useCPU && trace.HasCPU(), Memory: useMemory && trace.HasMemory()}
 		if setup.Placement, err = parsePlacement(*placement); err != nil {
 			return usageErr("%v", err)
 		}
