@@ -37,7 +37,7 @@ type prepared struct {
 	stride      int // calibration: every stride-th job (0: none)
 	sampleEvery time.Duration
 	first, last time.Time
-	cpu, mem    bool // count CPU, memory (Setup.CPU, Memory)
+	cpu, mem    bool // count CPU, memory (Setup.CPU, Memory; set by Replay)
 }
 
 // TraceSummary describes the trace as replayed.
@@ -104,7 +104,7 @@ func prepare(s *Setup) (*prepared, error) {
 	if !tr.Timed {
 		return nil, fmt.Errorf("%s has no submission times (creation_time, deletion_time): only the packing mode can use it", tr.Name)
 	}
-	p := &prepared{classes: s.Priorities, cpu: s.CPU, mem: s.Memory}
+	p := &prepared{classes: s.Priorities}
 	if len(p.classes) == 0 {
 		p.classes = DefaultPriorities
 	}

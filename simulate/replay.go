@@ -55,7 +55,8 @@ type Setup struct {
 	// the nodes have (openb gives both): pods need room for them on a
 	// node, and every team has a share of each flavor's CPU (memory) as
 	// quota, as a ClusterQueue covering cpu and memory with the GPUs
-	// would. Off, only GPUs count.
+	// would. Off, only GPUs count; so too when a node does not say
+	// (Report.Resources says what counted).
 	CPU, Memory bool
 	// Progress, if set, is called from the replays (perhaps
 	// concurrently) as they go: first once for every run with done 0,
@@ -85,6 +86,18 @@ func Replay(s Setup) (*Report, error) {
 	}
 	variants := []variant{{"as given", s.Nodes}}
 	rep := &Report{Mode: "replay", Trace: p.summary, Placement: string(s.Placement), Seed: s.Seed, Priorities: p.classes}
+	// CPU (memory) counts only when every node says how much it has: a
+	// node of a generic list without the column would have none to share
+	// as quota.
+	p.cpu = s.CPU && everyNode(s.Nodes, func(n Node) bool { return n.CPU > 0 })
+	p.mem = s.Memory && everyNode(s.Nodes, func(n Node) bool { return n.Memory > 0 })
+	rep.Resources = []string{"gpu"}
+	if p.cpu {
+		rep.Resources = append(rep.Resources, "cpu")
+	}
+	if p.mem {
+		rep.Resources = append(rep.Resources, "memory")
+	}
 	if rep.Placement == "" {
 		rep.Placement = string(allocator.PlacementFragmentationAware)
 	}
@@ -136,7 +149,7 @@ func Replay(s Setup) (*Report, error) {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			cl, err := buildCluster(t.v.nodes, p.teams, t.pol, s.Placement, s.Seed, s.CPU, s.Memory)
+			cl, err := buildCluster(t.v.nodes, p.teams, t.pol, s.Placement, s.Seed, p.cpu, p.mem)
 			if err != nil {
 				errs[i] = err
 				return
@@ -457,4 +470,13 @@ func (e *engine) sample(t time.Time) {
 	sm.Pending = len(e.pending)
 	sm.Running = e.running
 	e.run.Timeline = append(e.run.Timeline, sm)
+}
+
+func everyNode(nodes []Node, ok func(Node) bool) bool {
+	for _, n := range nodes {
+		if !ok(n) {
+			return false
+		}
+	}
+	return len(nodes) > 0
 }

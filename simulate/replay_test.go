@@ -320,3 +320,39 @@ func TestReplayProgressAnnouncesRuns(t *testing.T) {
 		t.Errorf("runs seen: %v", seen)
 	}
 }
+
+// TestReplayCPUByHand: one node with 8 GPUs, 8 CPUs and 64 GiB; j1 and
+// j2 ask for 4 GPUs, 6 CPUs and 1 GiB each, j3 (at 30m) for 2 GPUs, 1
+// CPU and 65 000 MiB. Counting CPU and memory, only j1 starts at 0 (6+6
+// CPUs > 8); j3 does not fit beside j1 or j2 either (1 024 + 65 000 MiB >
+// 64 GiB), so at 1h j2 starts and j3 waits on until 2h: waits 0, 1h,
+// 1h30m. Counting CPU only, j3 starts beside j1 at 30m. Counting
+// GPUs only, j1 and j2 start at 0 and j3 at 1h. A node list without the
+// CPU and memory columns counts GPUs only whatever Setup says.
+func TestReplayCPUByHand(t *testing.T) {
+	const nodes = "name,flavor,gpus,cpu_milli,memory_mib\nn1,x,8,8000,65536\n"
+	const jobs = "id,submit,duration,gpus,cpu_milli,memory_mib\n" +
+		"j1,0,1h,4,6000,1024\nj2,0,1h,4,6000,1024\nj3,1800,30m,2,1000,65000\n"
+	for _, tc := range []struct {
+		name        string
+		nodes       string
+		cpu, memory bool
+		want        map[string]float64
+		resources   []string
+	}{
+		{"cpu and memory", nodes, true, true, map[string]float64{"j1": 0, "j2": 3600, "j3": 5400}, []string{"gpu", "cpu", "memory"}},
+		{"cpu only", nodes, true, false, map[string]float64{"j1": 0, "j2": 3600, "j3": 0}, []string{"gpu", "cpu"}},
+		{"gpus only", nodes, false, false, map[string]float64{"j1": 0, "j2": 0, "j3": 1800}, []string{"gpu"}},
+		{"nodes do not say", "name,flavor,gpus\nn1,x,8\n", true, true, map[string]float64{"j1": 0, "j2": 0, "j3": 1800}, []string{"gpu"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := replayCSV(t, tc.nodes, jobs, Setup{Policies: kueueOnly, Calibrate: -1, CPU: tc.cpu, Memory: tc.memory})
+			if diff := cmp.Diff(tc.want, waitsOf(runNamed(t, rep, "kueue"))); diff != "" {
+				t.Errorf("waits (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.resources, rep.Resources); diff != "" {
+				t.Errorf("resources (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

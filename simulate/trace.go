@@ -16,7 +16,6 @@ type Node struct {
 	Model string
 	GPUs  int
 	// CPU in millicores and Memory in MiB; 0 when the list does not say.
-	// Only the packing mode uses them.
 	CPU, Memory int64
 	// Block and Rack are topology labels (generic node lists only).
 	Block, Rack string
