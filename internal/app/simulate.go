@@ -51,13 +51,16 @@ Inputs (CSV with a header; see the simulate package documentation):
   node lists: openb (sn,cpu_milli,memory_mib,gpu,model) or
               generic (name,flavor,gpus[,block,rack,cpu_milli,memory_mib])
   traces:     openb pod lists, or generic
-              (submit,duration,gpus[,id,flavor,team,priority,requested,topology])
+              (submit,duration,gpus[,id,flavor,team,priority,requested,topology,
+              cpu_milli,memory_mib])
 openb pods become jobs as follows: QoS LS is priority high, BE low, the
 rest normal; teams are drawn from a seeded hash of the pod name (--teams,
 --team-mix, --seed); GPU models become flavors (lower case); a pod is one
 pod, so all its GPUs are on one node; shares of a GPU (gpu_milli < 1000)
 are rounded up to a whole GPU in the replay and packed as shares in the
-packing mode (--fractional).
+packing mode (--fractional). CPU and memory count too (--resources): a
+pod needs room for them on its node, and in the replay each team has a
+share of every flavor's CPU and memory as quota, beside its GPUs.
 
 The openb pod list is a snapshot of pods rather than a workload over time:
 as recorded nothing waits, and to contend it must be compressed until it
