@@ -83,3 +83,34 @@ func TestKueueFairSharingPreemption(t *testing.T) {
 		"reclaimWithinCohort Never: no preemption":    {cluster: fairPool(1, 1, ""), workloads: twoOfFour},
 	})
 }
+
+// A release on one flavor changes the dominant shares, which decide
+// Fair Sharing's preemption on every flavor: Kueue requeues every
+// inadmissible workload of the cohort on a release
+// (QueueInadmissibleWorkloads), and here too every class is tried again,
+// not only those on the released flavor. Flavors f1 and f2 of 8 GPUs;
+// c lends f1's 8, l f2's 8, so 16 GPUs are lendable in all. b borrows
+// all of f1 (b1: share 8/16 = 500) and a all of f2 (a1, a2: 500). In
+// the first cycle b2 (b, 4 on f2) would leave b at 750: neither
+// strategy lets it preempt a (750 > 250 after a2; 750 >= 500), so it
+// waits; c1 (c, 8 on f1, within nominal) reclaims b1. With b back at 0,
+// b2 would leave b at 250 <= a's 250 without a2: LessThanOrEqual-
+// ToFinalShare takes a2 (a's newest) for b2. b1 (pinned to f1, where c
+// is within nominal) waits.
+func TestKueueFairSharingReleaseElsewhere(t *testing.T) {
+	cl := flavorsF1F2(
+		MakeQueue("c").Cohort("pool").Quota("f1", 8).Quota("f2", 0).Preempt("", PreemptAny),
+		MakeQueue("l").Cohort("pool").Quota("f1", 0).Quota("f2", 8),
+		MakeQueue("a").Cohort("pool").Quota("f1", 0).Quota("f2", 0),
+		MakeQueue("b").Cohort("pool").Quota("f1", 0).Quota("f2", 0).Preempt("", PreemptAny)).
+		KueueFairSharing().Obj()
+	runKueueCases(t, map[string]kueueCase{
+		"b2 preempts once b's share fell on f1": {cluster: cl, workloads: []Workload{
+			MakeWorkload("b1").Queue("b").GPUs(8).Flavor("f1").Admitted("f1", 0, "f1-00").Obj(),
+			MakeWorkload("a1").Queue("a").GPUs(4).Admitted("f2", time.Hour, "f2-00").Obj(),
+			MakeWorkload("a2").Queue("a").GPUs(4).Admitted("f2", 2*time.Hour, "f2-00").Obj(),
+			MakeWorkload("b2").Queue("b").GPUs(4).Flavor("f2").Created(time.Minute).Obj(),
+			MakeWorkload("c1").Queue("c").GPUs(8).Flavor("f1").Created(time.Minute).Obj(),
+		}, want: []string{"preempted:b1<c1", "admitted:c1", "preempted:a2<b2", "admitted:b2"}},
+	})
+}

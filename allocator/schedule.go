@@ -243,8 +243,14 @@ func (s *Snapshot) endCycle(cy *cycleState) {
 }
 
 // onReleased reports whether class c may use one of the flavors rel
-// marks (a release elsewhere cannot change what it can do).
+// marks: a release elsewhere cannot change what it can do, except under
+// Kueue's Fair Sharing, where it changes the shares.
 func (s *Snapshot) onReleased(rel []bool, c int32) bool {
+	if s.ix.fs != nil {
+		// Under Kueue's Fair Sharing a release on any flavor changes the
+		// dominant shares, which decide preemption on every flavor.
+		return true
+	}
 	for _, k := range s.classes[c].cands {
 		if rel[k.f] {
 			return true
