@@ -43,6 +43,9 @@ type managerConfig struct {
 	blockAdmit    bool
 	readyTimeout  time.Duration
 	frameworksJob bool // integrations.frameworks has batch/job
+	// ignoreCPU, ignoreMemory: resources.excludeResourcePrefixes drops
+	// cpu (memory) from what Kueue counts of a workload.
+	ignoreCPU, ignoreMemory bool
 }
 
 // configKey is the ConfigMap key Kueue's manifests and Helm chart use.
@@ -99,6 +102,13 @@ func parseManagerConfig(data []byte) (managerConfig, error) {
 		mc.podsReady = true
 		mc.blockAdmit = w.BlockAdmission != nil && *w.BlockAdmission
 		mc.readyTimeout = w.Timeout.Duration
+	}
+	if r := c.Resources; r != nil {
+		for _, p := range r.ExcludeResourcePrefixes {
+			// Kueue's dropExcludedResources: a prefix of the name.
+			mc.ignoreCPU = mc.ignoreCPU || strings.HasPrefix(string(corev1.ResourceCPU), p)
+			mc.ignoreMemory = mc.ignoreMemory || strings.HasPrefix(string(corev1.ResourceMemory), p)
+		}
 	}
 	mc.frameworksJob = c.Integrations == nil || len(c.Integrations.Frameworks) == 0 || slices.Contains(c.Integrations.Frameworks, "batch/job")
 	return mc, nil

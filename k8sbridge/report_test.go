@@ -211,3 +211,27 @@ func TestSnapshotModelsKueueSettings(t *testing.T) {
 		}
 	}
 }
+
+// Kueue's resources.excludeResourcePrefixes drops the resources it names
+// from what Kueue counts of a workload (dropExcludedResources, by
+// prefix): "mem" leaves the workload's memory out, its CPU counts.
+func TestSnapshotExcludedResources(t *testing.T) {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kueue-manager-config", Namespace: "kueue-system"}, Data: map[string]string{
+		"controller_manager_config.yaml": "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nresources:\n  excludeResourcePrefixes: [mem]\n"}}
+	wl := fakeWorkload("team-nlp", "w", 2, 4, nil)
+	wl.Spec.PodSets[0].Template.Spec.Containers[0].Resources.Requests["cpu"] = resource.MustParse("12")
+	wl.Spec.PodSets[0].Template.Spec.Containers[0].Resources.Requests["memory"] = resource.MustParse("64Gi")
+	f := newFakeWith([]runtime.Object{gpuNode("n1", "r1", 8), cm}, func(cq *kueue.ClusterQueue) {
+		rg := &cq.Spec.ResourceGroups[0]
+		rg.CoveredResources = append(rg.CoveredResources, "cpu")
+		rg.Flavors[0].Resources = append(rg.Flavors[0].Resources, kueue.ResourceQuota{Name: "cpu", NominalQuota: resource.MustParse("64")})
+	}, wl)
+	b, _ := startFake(t, f)
+	snap, err := b.Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w, ok := snap.Workload("k8s/team-nlp/w"); !ok || w.CPU != 24000 || w.Memory != 0 {
+		t.Errorf("workload %+v, want 24 cores and no memory", w)
+	}
+}

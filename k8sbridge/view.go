@@ -338,12 +338,18 @@ func (b *Bridge) jobWorkload(v *view, j *batchv1.Job, id string, cqName map[stri
 
 // setCPUMemory gives w the CPU and memory its pods ask for, as Kueue
 // counts them, unless its ClusterQueue keeps those quotas in a resource
-// group of their own (not modelled: see features.go).
+// group of their own (not modelled: see features.go) or Kueue's
+// resources.excludeResourcePrefixes leaves them out.
 func (b *Bridge) setCPUMemory(v *view, w *allocator.Workload, cpu, mem int64) {
 	if v.separate[w.Queue] {
 		return
 	}
-	w.CPU, w.Memory = cpu, mem
+	if !b.mgr.ignoreCPU {
+		w.CPU = cpu
+	}
+	if !b.mgr.ignoreMemory {
+		w.Memory = mem
+	}
 }
 
 // applyAnnotations takes what gpubot asked for from its Job's annotations:
