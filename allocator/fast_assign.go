@@ -39,7 +39,10 @@ func (s *Snapshot) fastMode(slot int32, i int, c cand, best gmode) (gmode, []int
 	if best.borrow == 0 && (best.pm == pmReclaim || (best.pm == pmPreempt && !s.othersHaveCandidates2(q, f, x.w.Priority))) {
 		return gmode{pm: pmNoCandidates, borrow: height()}, nil
 	}
-	targets := s.getTargets(slot, i, true)
+	// After a flavor where it preempts without borrowing only reclaim
+	// (all targets in other queues) can win here: a search that would
+	// go on to the queue's own candidates is not finished.
+	targets := s.getTargets(slot, i, true, best.pm == pmPreempt && best.borrow == 0)
 	if len(targets) == 0 {
 		return gmode{pm: pmNoCandidates, borrow: height()}, nil
 	}
@@ -64,6 +67,15 @@ func (s *Snapshot) assignFast(slot int32, from int) assignment {
 	qi := &s.ix.queues[x.q]
 	cands := s.classes[x.cls].cands
 	best := assignment{ci: -1, mode: worstMode, last: from - 1}
+	// With the default flavorFungibility the search stops at the first
+	// flavor where the GPUs fit, and a fit beats every preemption mode
+	// of the flavors before it: their preemption searches are not run.
+	for i := from; i < len(cands); i++ {
+		if c := cands[i]; !c.never && x.w.GPUs <= s.available(int(x.q), int(c.f)) {
+			m, _ := s.fastMode(slot, i, c, best.mode)
+			return assignment{ci: i, mode: m, last: i}
+		}
+	}
 	for i := from; i < len(cands); i++ {
 		best.last = i
 		c := cands[i]
@@ -101,7 +113,7 @@ func (s *Snapshot) nominateFast(slot int32) nomination {
 		}
 		switch a.mode.pm {
 		case pmFit: // fits by quota, not on the nodes
-			n.targets = s.getTargets(slot, a.ci, true)
+			n.targets = s.getTargets(slot, a.ci, true, false)
 		case pmPreempt, pmReclaim:
 			n.targets = a.targets
 		}

@@ -72,8 +72,11 @@ func (s *Snapshot) mayReclaim(q, f int) bool {
 
 // getTargets is Kueue's GetTargets for the class's i-th candidate flavor,
 // with the preemptor's pods placed on nodes (place), or, as Kueue's
-// preemption oracle does, by quota alone.
-func (s *Snapshot) getTargets(slot int32, i int, place bool) []int32 {
+// preemption oracle does, by quota alone. With reclaimOnly it returns
+// the targets only when they are all other queues' (the search then
+// stops short of the queue's own candidates: it reclaims exactly when
+// removing other queues' candidates alone makes room).
+func (s *Snapshot) getTargets(slot int32, i int, place, reclaimOnly bool) []int32 {
 	x := &s.ws[slot]
 	cl := &s.classes[x.cls]
 	c := cl.cands[i]
@@ -89,13 +92,13 @@ func (s *Snapshot) getTargets(slot int32, i int, place bool) []int32 {
 	// answer cheaply; with only its own candidates, removing more only
 	// helps, so that answer is also the search's.
 	reclaim := s.mayReclaim(q, f) && s.othersHaveCandidates(q, f, p)
-	if !s.fitsWithout(q, &x.w, x.w.Topology, c, reclaim, place) {
+	if (reclaimOnly && !reclaim) || !s.fitsWithout(q, &x.w, x.w.Topology, c, reclaim, place) {
 		return nil
 	}
 	sc := s.scratchBuf()
 	own := sc.own[:0]
 	defer func() { sc.own = own[:0] }()
-	if qi.within != polNever {
+	if qi.within != polNever && !reclaimOnly {
 		for _, v := range s.adm[q][f].slots {
 			w := &s.ws[v].w
 			if w.Priority > p {
@@ -137,6 +140,9 @@ func (s *Snapshot) getTargets(slot int32, i int, place bool) []int32 {
 			return v
 		}
 		return s.minimalSet(slot, c, append(s.mergeVictims(lists), own...), false, place)
+	}
+	if reclaimOnly {
+		return nil
 	}
 	// Own workloads only, borrowing allowed.
 	if len(own) > 0 && s.fitsWithout(q, &x.w, x.w.Topology, c, false, place) {

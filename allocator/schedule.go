@@ -29,6 +29,7 @@ type cycleState struct {
 	heaps    [][]int32 // per queue: live classes with untried members, by head
 	heads    []fentry
 	undrop   []int  // cohorts where a queue admitted while borrowing
+	wake     []bool // scratch: per queue, its dropped classes live again
 	released bool   // quota was released (a preemption) this cycle
 	relFl    []bool // on these flavors
 	reserved []reservation
@@ -40,9 +41,10 @@ type cycleState struct {
 }
 
 type fentry struct {
-	q int
-	c int32
-	n nomination
+	q    int
+	c    int32
+	n    nomination
+	peek bool // the class is still at the top of its queue's heap
 }
 
 // sink receives what a cycle does: by is the preemptor's slot for
@@ -102,7 +104,7 @@ func (s *Snapshot) schedule(emit sink) {
 				}
 			}
 			if bq >= 0 {
-				heads = append(heads, fentry{q: bq, c: s.popClass(cy, bq)})
+				heads = append(heads, fentry{q: bq, c: cy.heaps[bq][0], peek: true})
 			}
 		} else {
 			for q, h := range cy.heaps {
@@ -215,7 +217,11 @@ func (s *Snapshot) endCycle(cy *cycleState) {
 		s.fillHeaps(cy)
 	} else {
 		for _, h := range cy.heads {
-			s.requeueClass(cy, h.c)
+			if h.peek {
+				s.fixTop(cy, h.q)
+			} else {
+				s.requeueClass(cy, h.c)
+			}
 		}
 	}
 	if cy.released {
@@ -227,17 +233,22 @@ func (s *Snapshot) endCycle(cy *cycleState) {
 		clear(cy.relFl)
 		cy.released = false
 	}
-	for _, co := range cy.undrop {
-		for _, q := range s.ix.cohorts[co].queues {
-			if s.ix.queues[q].reclaim == polNever {
-				continue
-			}
-			for c := range s.classes {
-				if cy.dropped[c] && int(s.classes[c].key.q) == q {
-					s.resume(cy, int32(c))
-				}
+	if len(cy.undrop) > 0 {
+		wake := cy.wake[:0]
+		for range s.ix.queues {
+			wake = append(wake, false)
+		}
+		for _, co := range cy.undrop {
+			for _, q := range s.ix.cohorts[co].queues {
+				wake[q] = s.ix.queues[q].reclaim != polNever
 			}
 		}
+		for c := range s.classes {
+			if cy.dropped[c] && wake[s.classes[c].key.q] {
+				s.resume(cy, int32(c))
+			}
+		}
+		cy.wake = wake
 	}
 	cy.undrop = cy.undrop[:0]
 }
@@ -338,6 +349,19 @@ func (s *Snapshot) popClass(cy *cycleState, q int) int32 {
 	}
 	cy.heaps[q] = h
 	return c
+}
+
+// fixTop restores queue q's heap after its top class's head was tried:
+// the class goes down to its new head's place, or out if it is dropped
+// or has no untried members left.
+func (s *Snapshot) fixTop(cy *cycleState, q int) {
+	h := cy.heaps[q]
+	c := h[0]
+	if cy.dropped[c] || int(cy.cursor[c]) >= len(s.classes[c].members) {
+		s.popClass(cy, q)
+		return
+	}
+	s.siftDown(cy, h, 0)
 }
 
 func (s *Snapshot) requeueClass(cy *cycleState, c int32) {
