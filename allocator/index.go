@@ -81,6 +81,7 @@ const (
 type flavorInfo struct {
 	name    string
 	gpn     int
+	elastic bool    // only pinned workloads may use it
 	maxGPUs int     // largest node in the flavor; free counts are 0..maxGPUs
 	total   int     // GPUs of all nodes
 	nodes   []int   // global node ids sorted by name
@@ -272,7 +273,7 @@ func buildIndex(c *Cluster) (*index, error) {
 			return nil, invalidf("flavor %q: GPUsPerNode %d must be in 1..%d", f.Name, f.GPUsPerNode, MaxNodeGPUs)
 		}
 		ix.flavorIdx[f.Name] = i
-		ix.flavors = append(ix.flavors, flavorInfo{name: f.Name, gpn: f.GPUsPerNode})
+		ix.flavors = append(ix.flavors, flavorInfo{name: f.Name, gpn: f.GPUsPerNode, elastic: f.Elastic})
 	}
 	for i, n := range c.Nodes {
 		if n.Name == "" {

@@ -375,7 +375,7 @@ func (s *Snapshot) candsFor(q int, req resVec, pin int, topo Level) []cand {
 	var out []cand
 	gpus := int(req[ResourceGPU])
 	for _, f := range s.ix.queues[q].flavors {
-		if pin >= 0 && f != pin {
+		if pin >= 0 && f != pin || pin < 0 && s.ix.flavors[f].elastic {
 			continue
 		}
 		pods, per, err := PodShape(gpus, s.ix.flavors[f].gpn)
@@ -433,6 +433,12 @@ func (s *Snapshot) resolve(w *Workload) (q, pin int, cands []cand, err error) {
 	}
 	if len(cands) == 0 {
 		f := s.ix.queues[q].flavors[0]
+		for _, g := range s.ix.queues[q].flavors {
+			if !s.ix.flavors[g].elastic {
+				f = g
+				break
+			}
+		}
 		if pin >= 0 {
 			f = pin
 		}

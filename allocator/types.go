@@ -51,6 +51,10 @@ type Flavor struct {
 	// GPUsPerNode is the flavor's usual node size; it decides how a
 	// request is split into pods (see PodShape).
 	GPUsPerNode int
+	// Elastic marks capacity bought on demand (spot or provisioned nodes):
+	// only workloads pinned to the flavor (Workload.Flavor) may use it, so
+	// that work asking for any flavor never spends money unasked.
+	Elastic bool
 }
 
 // Node is one GPU node. Host is the node name itself. CPU and Memory

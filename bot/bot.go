@@ -12,16 +12,35 @@
 // sends outputs that did not come from an input, such as thread updates
 // caused by the cluster.
 //
+// # Nothing lost
+//
+// With WithInbox, Submit writes a keyed event to the inbox (and
+// deduplicates it there) before it returns, so before the adapter acks
+// it; the handler's commit marks it handled, and Recover handles at the
+// next start what a crash left unhandled. With WithOutbox, an output the
+// handler kept (Output.Seq) leaves the outbox once delivered, and Replay
+// sends what is left at the next start, in order; a private reply older
+// than StaleReply is dropped then, with a log line.
+//
 // # Caveats
 //
 // Handlers are run concurrently up to the worker count; the handler must
-// be safe for concurrent use (commands.Service serialises itself).
-// Outbound delivery is in submission order; a Sender error is retried
-// with backoff when it is Retryable, and logged and dropped otherwise.
+// be safe for concurrent use (commands.Service is). Outbound delivery is
+// in submission order. A Sender retries what is worth retrying itself
+// (the Slack adapter's queue does, for rate limits and network failures);
+// an error it returns is logged and the output dropped.
+//
+// # Middleware
+//
+// What every input goes through, whatever its handler, is a Middleware
+// (func(Handler) Handler) around it: New wraps the handler in Recover, so
+// that a panic becomes a plain answer to the sender and a log line; the
+// Slack adapter adds e-mail matching (MatchByEmail) the same way.
 package bot
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -30,7 +49,10 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/gpubot/gpubot/commands"
+	"github.com/gpubot/gpubot/records"
 )
 
 // Handler answers one input. *commands.Service satisfies it.
@@ -48,11 +70,6 @@ type Deduper interface {
 	Seen(ctx context.Context, key string, now time.Time, ttl time.Duration) (bool, error)
 }
 
-// Clock tells the time (for dedupe expiry).
-type Clock interface {
-	Now() time.Time
-}
-
 // Event is one delivery from a chat platform.
 type Event struct {
 	// Key identifies the delivery for deduplication (Slack: the envelope
@@ -63,17 +80,81 @@ type Event struct {
 	// commands are answered in the order typed). Empty: no ordering.
 	Order string
 	Input commands.Input
+	// received: the inbox has it (and deduplicated it).
+	received bool
 }
 
-// RetryableError marks a Sender error worth retrying after At least
-// After.
-type RetryableError struct {
-	After time.Duration
-	Err   error
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, in commands.Input) []commands.Output
+
+// Handle calls f.
+func (f HandlerFunc) Handle(ctx context.Context, in commands.Input) []commands.Output {
+	return f(ctx, in)
 }
 
-func (e *RetryableError) Error() string { return fmt.Sprintf("retry after %s: %v", e.After, e.Err) }
-func (e *RetryableError) Unwrap() error { return e.Err }
+// Middleware wraps a Handler with behaviour every input gets.
+type Middleware func(Handler) Handler
+
+// Chain wraps h in mws, the first outermost.
+func Chain(h Handler, mws ...Middleware) Handler {
+	for i := len(mws) - 1; i >= 0; i-- {
+		h = mws[i](h)
+	}
+	return h
+}
+
+// Recover turns a panic in the handler into a private answer to the
+// sender ("something went wrong on gpubot's side") and a log line with
+// the stack.
+func Recover(log *slog.Logger) Middleware {
+	return func(next Handler) Handler {
+		return HandlerFunc(func(ctx context.Context, in commands.Input) (outs []commands.Output) {
+			defer func() {
+				if v := recover(); v != nil {
+					log.Error("panic in handler", "panic", fmt.Sprint(v), "user", in.User, "stack", string(debug.Stack()))
+					outs = []commands.Output{{
+						To:    commands.Destination{Kind: commands.ToSender},
+						Reply: commands.Reply{Text: "Something went wrong on gpubot's side; the operator's log has the details. Please try again."},
+					}}
+				}
+			}()
+			return next.Handle(ctx, in)
+		})
+	}
+}
+
+// Outbox keeps the outputs the handler meant to send (those with a Seq)
+// until they are delivered. *store.DB satisfies it.
+type Outbox interface {
+	Outbox(ctx context.Context) ([]records.Outbound, error)
+	Delivered(ctx context.Context, seq uint64) error
+}
+
+// Inbox keeps deliveries from just before they are acked until they are
+// handled, so that a command acked and then lost in a crash is handled
+// after the restart. *store.DB satisfies it.
+type Inbox interface {
+	// Receive stores data under key unless key was seen within ttl (then
+	// fresh is false: a redelivery).
+	Receive(ctx context.Context, key string, data []byte, now time.Time, ttl time.Duration) (fresh bool, err error)
+	Inbox(ctx context.Context) ([]records.Inbound, error)
+	// Handled removes deliveries, in one write.
+	Handled(ctx context.Context, keys ...string) error
+}
+
+// HandledLog says whether the handler's commit said it handled a
+// delivery: for an inbox kept apart from the handler's store (so that an
+// ack waits only for the inbox's small write), where a crash can come
+// between the handler's commit and the inbox's removal. *store.DB
+// satisfies it.
+type HandledLog interface {
+	WasHandled(ctx context.Context, key string, now time.Time) (bool, error)
+}
+
+// StaleReply is how old a private reply may be and still be sent after a
+// restart: an answer to what someone typed more than this long ago is
+// dropped (with a log line) rather than sent out of the blue.
+const StaleReply = time.Hour
 
 // ErrBusy is returned by Submit when the work queue is full.
 var ErrBusy = errors.New("bot: too much work queued; try again shortly")
@@ -83,16 +164,25 @@ type Runtime struct {
 	h       Handler
 	send    Sender
 	dedupe  Deduper
-	clock   Clock
-	ttl     time.Duration
-	workers int
-	log     *slog.Logger
-	sleep   func(context.Context, time.Duration) error
+	clock   clock.PassiveClock
+	outbox  Outbox
+	inbox   Inbox
+	handled HandledLog
+	// confirms: the runtime tells the outbox of a delivered output (a
+	// Sender that delivers before Send returns); otherwise the Sender does.
+	confirms bool
+	oclock   clock.PassiveClock
+	ttl      time.Duration
+	workers  int
+	log      *slog.Logger
 
 	work chan Event
 	out  chan commands.Output
 	wg   sync.WaitGroup
 	once sync.Once
+
+	hmu  sync.Mutex
+	done []string // handled deliveries not yet removed from the inbox
 
 	mu sync.Mutex
 	// ordered holds, per Order key with an event at a worker, the events
@@ -117,30 +207,52 @@ func WithQueue(n int) Option {
 
 // WithDeduper drops deliveries whose Key was seen within ttl. Default: no
 // deduplication.
-func WithDeduper(d Deduper, ttl time.Duration, c Clock) Option {
+func WithDeduper(d Deduper, ttl time.Duration, c clock.PassiveClock) Option {
 	return func(r *Runtime) { r.dedupe, r.ttl, r.clock = d, ttl, c }
 }
 
 // WithLogger sets the operator's log. Default: discard.
 func WithLogger(l *slog.Logger) Option { return func(r *Runtime) { r.log = l } }
 
-// WithSleep replaces the wait between delivery retries (tests).
-func WithSleep(f func(context.Context, time.Duration) error) Option {
-	return func(r *Runtime) { r.sleep = f }
+// WithInbox keeps each keyed event in in from Submit (before the adapter
+// acks it) until it is handled, deduplicating there with ttl by c's time
+// instead of at the worker (WithDeduper); Recover handles what it still
+// holds after a restart. The handler removes an event it acted on with
+// its decision (Input.Delivery); the runtime removes it after any other.
+// Default: none.
+func WithInbox(in Inbox, ttl time.Duration, c clock.PassiveClock) Option {
+	return func(r *Runtime) { r.inbox, r.ttl, r.clock = in, ttl, c }
 }
 
-// New returns a runtime; h and s are required.
+// WithHandledLog tells Recover where the handler's commits record the
+// deliveries they handled, when the inbox is kept in another store:
+// those are removed from the inbox, not handled again. Default: the
+// inbox is in the handler's store (its commit removes them).
+func WithHandledLog(h HandledLog) Option { return func(r *Runtime) { r.handled = h } }
+
+// WithOutbox keeps outputs in o until delivered, and Replay sends what o
+// still holds (after a restart). With confirms, the Sender delivers
+// before Send returns (the console) and the runtime tells o once Send
+// returned, even with an error (the output is given up, logged);
+// without, the Sender tells o itself when it has delivered (the Slack
+// adapter, whose Send only queues). c dates stale private replies.
+// Default: no outbox.
+func WithOutbox(o Outbox, confirms bool, c clock.PassiveClock) Option {
+	return func(r *Runtime) { r.outbox, r.confirms, r.oclock = o, confirms, c }
+}
+
+// New returns a runtime; h and s are required. h runs behind Recover.
 func New(h Handler, s Sender, opts ...Option) *Runtime {
 	r := &Runtime{
 		h: h, send: s, workers: 4,
-		log:   slog.New(slog.NewTextHandler(io.Discard, nil)),
-		work:  make(chan Event, 256),
-		out:   make(chan commands.Output, 256),
-		sleep: sleepCtx,
+		log:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+		work: make(chan Event, 256),
+		out:  make(chan commands.Output, 256),
 	}
 	for _, o := range opts {
 		o(r)
 	}
+	r.h = Chain(h, Recover(r.log))
 	return r
 }
 
@@ -181,13 +293,99 @@ func (r *Runtime) Start(ctx context.Context) {
 	})
 }
 
-// Wait returns when Start's goroutines have stopped (after ctx ends).
-func (r *Runtime) Wait() { r.wg.Wait() }
+// Wait returns when Start's goroutines have stopped (after ctx ends),
+// having removed from the inbox what they handled.
+func (r *Runtime) Wait() {
+	r.wg.Wait()
+	r.hmu.Lock()
+	keys := r.done
+	r.done = nil
+	r.hmu.Unlock()
+	if len(keys) > 0 {
+		if err := r.inbox.Handled(context.Background(), keys...); err != nil {
+			r.log.Error("removing handled deliveries from the inbox", "deliveries", len(keys), "err", err)
+		}
+	}
+}
 
 // Submit queues ev for a worker. It does not block; ErrBusy means the
 // queue is full. An event whose Order key has an event at a worker waits
 // behind it.
 func (r *Runtime) Submit(ev Event) error {
+	if r.inbox != nil && ev.Key != "" && !ev.received {
+		fresh, err := r.receive(ev)
+		switch {
+		case err != nil:
+			// Handled without the inbox (and deduplicated at the worker):
+			// better than refusing it.
+			r.log.Error("keeping a delivery in the inbox", "key", ev.Key, "err", err)
+		case !fresh:
+			r.log.Info("duplicate delivery dropped", "key", ev.Key, "user", ev.Input.User)
+			return nil
+		default:
+			ev.received = true
+		}
+	}
+	err := r.submit(ev)
+	if err != nil && ev.received {
+		// Refused (busy): the sender is told so and tries again; it must
+		// not be handled later from the inbox.
+		if herr := r.inbox.Handled(context.Background(), ev.Key); herr != nil {
+			r.log.Error("removing a refused delivery from the inbox", "key", ev.Key, "err", herr)
+		}
+	}
+	return err
+}
+
+// receive stores ev in the inbox.
+func (r *Runtime) receive(ev Event) (bool, error) {
+	data, err := json.Marshal(struct {
+		Order string
+		Input commands.Input
+	}{ev.Order, ev.Input})
+	if err != nil {
+		return false, err
+	}
+	return r.inbox.Receive(context.Background(), ev.Key, data, r.clock.Now(), r.ttl)
+}
+
+// Recover handles, in order, the deliveries the inbox still holds: acked
+// before a crash and not handled. Call it once at start, before Start's
+// workers take new work; their replies are delivered before it returns
+// (or queued, by a Sender that queues).
+func (r *Runtime) Recover(ctx context.Context) error {
+	if r.inbox == nil {
+		return nil
+	}
+	pending, err := r.inbox.Inbox(ctx)
+	if err != nil {
+		return fmt.Errorf("reading the inbox: %w", err)
+	}
+	if len(pending) > 0 {
+		r.log.Info("handling what was acked but not handled before gpubot stopped", "deliveries", len(pending))
+	}
+	for _, in := range pending {
+		var ev struct {
+			Order string
+			Input commands.Input
+		}
+		if err := json.Unmarshal(in.Data, &ev); err != nil {
+			r.log.Error("a delivery in the inbox gpubot cannot read; dropped", "key", in.Key, "err", err)
+			_ = r.inbox.Handled(ctx, in.Key)
+			continue
+		}
+		if r.handled != nil {
+			if done, err := r.handled.WasHandled(ctx, in.Key, r.clock.Now()); err == nil && done {
+				_ = r.inbox.Handled(ctx, in.Key) // handled before the crash
+				continue
+			}
+		}
+		r.Process(ctx, Event{Key: in.Key, Order: ev.Order, Input: ev.Input, received: true})
+	}
+	return nil
+}
+
+func (r *Runtime) submit(ev Event) error {
 	if ev.Order == "" {
 		select {
 		case r.work <- ev:
@@ -264,9 +462,31 @@ func (r *Runtime) enqueue(ctx context.Context, o commands.Output) {
 	}
 }
 
-// handle dedupes and runs the handler with panic recovery.
-func (r *Runtime) handle(ctx context.Context, ev Event) (outs []commands.Output) {
-	if ev.Key != "" && r.dedupe != nil {
+// handledOne removes a handled delivery from the inbox: in one write with
+// others, every 64, or as soon as no more work is waiting. Until then a
+// crash leaves it there, and Recover asks whether it was handled.
+func (r *Runtime) handledOne(ctx context.Context, key string) {
+	r.hmu.Lock()
+	r.done = append(r.done, key)
+	var keys []string
+	if len(r.done) >= 64 || len(r.work) == 0 {
+		keys, r.done = r.done, nil
+	}
+	r.hmu.Unlock()
+	if len(keys) == 0 {
+		return
+	}
+	if err := r.inbox.Handled(context.WithoutCancel(ctx), keys...); err != nil {
+		r.log.Error("removing handled deliveries from the inbox", "deliveries", len(keys), "err", err)
+	}
+}
+
+// handle dedupes and runs the handler (behind Recover).
+func (r *Runtime) handle(ctx context.Context, ev Event) []commands.Output {
+	if ev.received {
+		ev.Input.Delivery = ev.Key
+		defer r.handledOne(ctx, ev.Key)
+	} else if ev.Key != "" && r.dedupe != nil {
 		seen, err := r.dedupe.Seen(ctx, ev.Key, r.clock.Now(), r.ttl)
 		if err != nil {
 			// Better to risk a duplicate than to lose the input.
@@ -276,16 +496,7 @@ func (r *Runtime) handle(ctx context.Context, ev Event) (outs []commands.Output)
 			return nil
 		}
 	}
-	defer func() {
-		if v := recover(); v != nil {
-			r.log.Error("panic in handler", "panic", fmt.Sprint(v), "user", ev.Input.User, "stack", string(debug.Stack()))
-			outs = []commands.Output{{
-				To:    commands.Destination{Kind: commands.ToSender, User: ev.Input.User, Channel: ev.Input.Channel},
-				Reply: commands.Reply{Text: "Something went wrong on gpubot's side; the operator's log has the details. Please try again."},
-			}}
-		}
-	}()
-	outs = r.h.Handle(ctx, ev.Input)
+	outs := r.h.Handle(ctx, ev.Input)
 	for i := range outs {
 		if outs[i].To.Kind == commands.ToSender {
 			outs[i].To.User = ev.Input.User
@@ -297,32 +508,52 @@ func (r *Runtime) handle(ctx context.Context, ev Event) (outs []commands.Output)
 	return outs
 }
 
-// deliver sends one output, retrying retryable failures a few times.
+// deliver sends one output; a failure is logged and the output dropped
+// (the Sender retried what was worth retrying).
 func (r *Runtime) deliver(ctx context.Context, o commands.Output) {
-	const attempts = 5
-	for i := 1; ; i++ {
-		err := r.send.Send(ctx, o)
-		if err == nil {
-			return
-		}
-		var re *RetryableError
-		if !errors.As(err, &re) || i == attempts {
-			r.log.Error("delivering a reply", "to", string(o.To.Kind), "request", o.To.Request, "attempt", i, "err", err)
-			return
-		}
-		if r.sleep(ctx, re.After) != nil {
-			return
+	err := r.send.Send(ctx, o)
+	if err != nil {
+		r.log.Error("delivering a reply", "to", string(o.To.Kind), "request", o.To.Request, "err", err)
+	}
+	if o.Seq != 0 && r.outbox != nil && r.confirms && ctx.Err() == nil {
+		if err := r.outbox.Delivered(ctx, o.Seq); err != nil {
+			r.log.Error("removing a delivered reply from the outbox; it may be sent again after a restart", "seq", o.Seq, "err", err)
 		}
 	}
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
+// Replay sends, in order, what the outbox still holds: outputs decided
+// before a crash or a shutdown that were not delivered. A private reply
+// older than StaleReply is dropped, with a log line. Call it once at
+// start, before new work; the console delivers before it returns, Slack
+// queues.
+func (r *Runtime) Replay(ctx context.Context) error {
+	if r.outbox == nil {
 		return nil
 	}
+	pending, err := r.outbox.Outbox(ctx)
+	if err != nil {
+		return fmt.Errorf("reading the outbox: %w", err)
+	}
+	if len(pending) > 0 {
+		r.log.Info("sending what was not delivered before gpubot stopped", "messages", len(pending))
+	}
+	for _, m := range pending {
+		o, err := commands.DecodeOutput(m.Message)
+		if err != nil {
+			r.log.Error("an outbox message gpubot cannot read; dropped", "seq", m.Seq, "err", err)
+			_ = r.outbox.Delivered(ctx, m.Seq)
+			continue
+		}
+		o.Seq, o.Replayed = m.Seq, true
+		if age := r.oclock.Since(m.At); o.To.Kind == commands.ToSender && age > StaleReply {
+			r.log.Warn("a private reply not delivered before gpubot stopped is too old to send now; dropped", "seq", m.Seq, "user", o.To.User, "age", age.Round(time.Minute).String())
+			if err := r.outbox.Delivered(ctx, m.Seq); err != nil {
+				return fmt.Errorf("dropping a stale reply from the outbox: %w", err)
+			}
+			continue
+		}
+		r.deliver(ctx, o)
+	}
+	return nil
 }

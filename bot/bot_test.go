@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/gpubot/gpubot/commands"
+	"github.com/gpubot/gpubot/records"
 )
 
 type handlerFunc func(context.Context, commands.Input) []commands.Output
@@ -68,10 +71,6 @@ func (m *memDedupe) Seen(_ context.Context, key string, now time.Time, ttl time.
 	return ok && now.Before(exp), nil
 }
 
-type fixedClock struct{ t time.Time }
-
-func (c *fixedClock) Now() time.Time { return c.t }
-
 func echo(_ context.Context, in commands.Input) []commands.Output {
 	return []commands.Output{
 		{To: commands.Destination{Kind: commands.ToSender}, Reply: commands.Reply{Text: "ack " + in.Text}},
@@ -99,7 +98,7 @@ func TestDuplicateDeliveriesAreProcessedOnce(t *testing.T) {
 		calls++
 		return echo(ctx, in)
 	})
-	clock := &fixedClock{t: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)}
+	clock := clocktesting.NewFakePassiveClock(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
 	rt := New(h, rec, WithDeduper(&memDedupe{}, time.Hour, clock))
 	ev := Event{Key: "env-1", Input: commands.Input{User: "U0ALICE", Text: "request 8xh100 4h"}}
 	rt.Process(context.Background(), ev)
@@ -107,7 +106,7 @@ func TestDuplicateDeliveriesAreProcessedOnce(t *testing.T) {
 	if calls != 1 {
 		t.Fatalf("handler ran %d times for one delivery key, want 1", calls)
 	}
-	clock.t = clock.t.Add(2 * time.Hour) // past the TTL: a new delivery
+	clock.SetTime(clock.Now().Add(2 * time.Hour)) // past the TTL: a new delivery
 	rt.Process(context.Background(), ev)
 	if calls != 2 {
 		t.Fatalf("after the TTL the handler ran %d times in all, want 2", calls)
@@ -133,27 +132,32 @@ func TestPanicInHandlerBecomesAPlainAnswer(t *testing.T) {
 	}
 }
 
-func TestRetryableSendErrorsAreRetriedAndOthersDropped(t *testing.T) {
-	var slept []time.Duration
-	sleep := func(_ context.Context, d time.Duration) error { slept = append(slept, d); return nil }
-	rec := &recorder{
-		fail: map[string]int{"ack a": 2},
-		err:  &RetryableError{After: 3 * time.Second, Err: errors.New("rate limited")},
-	}
-	rt := New(handlerFunc(echo), rec, WithSleep(sleep))
-	rt.Process(context.Background(), Event{Input: commands.Input{Text: "a"}})
-	if diff := cmp.Diff([]string{"ack a", "thread a"}, rec.texts()); diff != "" {
-		t.Errorf("delivered (-want +got):\n%s", diff)
-	}
-	if diff := cmp.Diff([]time.Duration{3 * time.Second, 3 * time.Second}, slept); diff != "" {
-		t.Errorf("waits (-want +got):\n%s", diff)
-	}
-
-	rec = &recorder{fail: map[string]int{"ack b": 1}, err: errors.New("channel_not_found")}
-	rt = New(handlerFunc(echo), rec, WithSleep(sleep))
+// TestSendErrorsDropOnlyThatOutput: the Sender retries what is worth
+// retrying; an error it returns drops that output, and the next goes out.
+func TestSendErrorsDropOnlyThatOutput(t *testing.T) {
+	rec := &recorder{fail: map[string]int{"ack b": 1}, err: errors.New("channel_not_found")}
+	rt := New(handlerFunc(echo), rec)
 	rt.Process(context.Background(), Event{Input: commands.Input{Text: "b"}})
 	if diff := cmp.Diff([]string{"thread b"}, rec.texts()); diff != "" {
-		t.Errorf("a permanent error should drop only that output (-want +got):\n%s", diff)
+		t.Errorf("a failed send should drop only that output (-want +got):\n%s", diff)
+	}
+}
+
+// TestChainRunsMiddlewareOutermostFirst: Chain(h, a, b) is a(b(h)).
+func TestChainRunsMiddlewareOutermostFirst(t *testing.T) {
+	var order []string
+	mw := func(name string) Middleware {
+		return func(next Handler) Handler {
+			return HandlerFunc(func(ctx context.Context, in commands.Input) []commands.Output {
+				order = append(order, name)
+				return next.Handle(ctx, in)
+			})
+		}
+	}
+	h := Chain(handlerFunc(func(context.Context, commands.Input) []commands.Output { order = append(order, "handler"); return nil }), mw("a"), mw("b"))
+	h.Handle(context.Background(), commands.Input{})
+	if diff := cmp.Diff([]string{"a", "b", "handler"}, order); diff != "" {
+		t.Errorf("order (-want +got):\n%s", diff)
 	}
 }
 
@@ -229,5 +233,142 @@ func TestSubmitKeepsOneOrderKeysEventsInOrder(t *testing.T) {
 	}
 	if d := cmp.Diff([]string{"U2:b", "U1:slow", "U1:a", "U1:c"}, rec.texts()); d != "" {
 		t.Errorf("(-want +got):\n%s", d)
+	}
+}
+
+// memOutbox is an Outbox in memory.
+type memOutbox struct {
+	mu        sync.Mutex
+	pending   []records.Outbound
+	delivered []uint64
+}
+
+func (m *memOutbox) Outbox(context.Context) ([]records.Outbound, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.pending), nil
+}
+
+func (m *memOutbox) Delivered(_ context.Context, seq uint64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.delivered = append(m.delivered, seq)
+	m.pending = slices.DeleteFunc(m.pending, func(o records.Outbound) bool { return o.Seq == seq })
+	return nil
+}
+
+func outbound(t *testing.T, seq uint64, at time.Time, o commands.Output) records.Outbound {
+	t.Helper()
+	data, err := commands.EncodeOutput(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return records.Outbound{Seq: seq, At: at, Message: data}
+}
+
+// TestOutboxConfirmsAndReplays: a kept output leaves the outbox once
+// delivered; after a restart, Replay sends what is left in order, except
+// a private reply too old to make sense, which is dropped.
+func TestOutboxConfirmsAndReplays(t *testing.T) {
+	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakePassiveClock(now)
+	ob := &memOutbox{pending: []records.Outbound{
+		outbound(t, 3, now.Add(-time.Minute), commands.Output{To: commands.Destination{Kind: commands.ToChannel, Channel: "#nlp", Request: "r1"}, Reply: commands.Reply{Text: "card r1"}}),
+		outbound(t, 4, now.Add(-2*StaleReply), commands.Output{To: commands.Destination{Kind: commands.ToSender, User: "U0ALICE"}, Reply: commands.Reply{Text: "old answer"}}),
+		outbound(t, 5, now.Add(-time.Minute), commands.Output{To: commands.Destination{Kind: commands.ToThread, Request: "r1"}, Reply: commands.Reply{Text: "thread r1"}}),
+	}}
+	rec := &recorder{}
+	h := handlerFunc(func(context.Context, commands.Input) []commands.Output {
+		return []commands.Output{{To: commands.Destination{Kind: commands.ToSender}, Reply: commands.Reply{Text: "kept"}, Seq: 6},
+			{To: commands.Destination{Kind: commands.ToSender}, Reply: commands.Reply{Text: "not kept"}}}
+	})
+	rt := New(h, rec, WithOutbox(ob, true, clk))
+	if err := rt.Replay(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"card r1", "thread r1"}, rec.texts()); diff != "" {
+		t.Errorf("replayed (-want +got):\n%s", diff)
+	}
+	rt.Process(context.Background(), Event{Input: commands.Input{User: "U0BOB", Text: "x"}})
+	if diff := cmp.Diff([]uint64{3, 4, 5, 6}, ob.delivered); diff != "" {
+		t.Errorf("delivered (-want +got):\n%s", diff)
+	}
+	if len(ob.pending) != 0 {
+		t.Errorf("left in the outbox: %+v", ob.pending)
+	}
+}
+
+// memInbox is an Inbox in memory.
+type memInbox struct {
+	mu      sync.Mutex
+	seen    map[string]bool
+	pending []records.Inbound
+	seq     uint64
+}
+
+func (m *memInbox) Receive(_ context.Context, key string, data []byte, now time.Time, _ time.Duration) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.seen[key] {
+		return false, nil
+	}
+	m.seen[key] = true
+	m.seq++
+	m.pending = append(m.pending, records.Inbound{Seq: m.seq, Key: key, At: now, Data: data})
+	return true, nil
+}
+
+func (m *memInbox) Inbox(context.Context) ([]records.Inbound, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.pending), nil
+}
+
+func (m *memInbox) Handled(_ context.Context, keys ...string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.pending = slices.DeleteFunc(m.pending, func(in records.Inbound) bool { return slices.Contains(keys, in.Key) })
+	return nil
+}
+
+// TestInboxKeepsWhatWasAckedUntilHandled: Submit keeps a keyed event in
+// the inbox before it returns (before the adapter acks), drops a
+// redelivery there, and the event leaves the inbox once handled; what a
+// crash left in it is handled by Recover after the restart, with its
+// delivery key in the input.
+func TestInboxKeepsWhatWasAckedUntilHandled(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
+	in := &memInbox{seen: map[string]bool{}}
+	var mu sync.Mutex
+	var deliveries []string
+	h := handlerFunc(func(_ context.Context, i commands.Input) []commands.Output {
+		mu.Lock()
+		deliveries = append(deliveries, i.Delivery)
+		mu.Unlock()
+		return []commands.Output{{To: commands.Destination{Kind: commands.ToSender}, Reply: commands.Reply{Text: "ok " + i.Text}}}
+	})
+	// A runtime that never starts: as if it crashed after the acks.
+	crashed := New(h, &recorder{}, WithInbox(in, time.Hour, clk))
+	for _, key := range []string{"e1", "e2", "e1"} {
+		if err := crashed.Submit(Event{Key: key, Order: "U0ALICE", Input: commands.Input{User: "U0ALICE", Text: key}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, _ := in.Inbox(context.Background()); len(got) != 2 {
+		t.Fatalf("the inbox holds %d deliveries after e1, e2 and e1 again; want 2", len(got))
+	}
+	rec := &recorder{}
+	restarted := New(h, rec, WithInbox(in, time.Hour, clk))
+	if err := restarted.Recover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"ok e1", "ok e2"}, rec.texts()); diff != "" {
+		t.Errorf("recovered (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"e1", "e2"}, deliveries); diff != "" {
+		t.Errorf("the handler was told the deliveries (-want +got):\n%s", diff)
+	}
+	if got, _ := in.Inbox(context.Background()); len(got) != 0 {
+		t.Errorf("left in the inbox: %+v", got)
 	}
 }

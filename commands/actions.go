@@ -10,32 +10,41 @@ import (
 	"github.com/gpubot/gpubot/records"
 )
 
-// act carries out an action on one request, typed or pressed.
-func (s *Service) act(c *call, a Action) {
-	verb := string(a.Name)
-	r, err := s.deps.Requests.GetRequest(c.ctx, a.Request)
-	if err != nil {
-		s.audit(c, c.who.Name, verb, a.Request, "invalid", "no such request")
+// target reads the request an action is about, answering if it cannot.
+func (s *Service) target(c *call, a Action) (records.Request, bool) {
+	r, err := s.getRequest(c, a.Request)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		s.audit(c, c.who.Name, string(a.Name), a.Request, "invalid", "no such request")
 		c.private(plain(fmt.Sprintf("There is no request %s. /gpu status lists yours.", a.Request)))
-		return
+		return r, false
+	case err != nil:
+		s.audit(c, c.who.Name, string(a.Name), a.Request, "error", err.Error())
+		s.failed(c, "reading "+a.Request, err)
+		return r, false
 	}
-	if err := s.may(c.who, a.Name, r); err != nil {
-		s.audit(c, c.who.Name, verb, r.ID, "refused", err.Error())
-		c.private(plain(capitalize(err.Error()) + ". Nothing was changed."))
-		return
-	}
-	if stale := s.stale(a.Name, r); stale != "" {
-		s.audit(c, c.who.Name, verb, r.ID, "refused", "stale: "+stale)
-		c.private(plain(stale + " Nothing was changed."))
-		return
-	}
+	return r, true
+}
+
+// act carries out an action on request r, typed or pressed, once the
+// middleware has authorized it (see middleware.go).
+func (s *Service) act(c *call, a Action, r records.Request) {
+	verb := string(a.Name)
 	switch a.Name {
 	case VerbApprove:
+		if s.decideSwitch(c, r, true, "") {
+			return
+		}
 		s.approve(c, r)
+	case VerbSwitch:
+		s.switchTo(c, r, a.Arg)
 	case VerbDeny:
 		if n := utf8.RuneCountInString(a.Arg); n > MaxReason {
 			s.audit(c, c.who.Name, verb, r.ID, "invalid", fmt.Sprintf("reason of %d characters", n))
 			c.private(plain(fmt.Sprintf("The reason is %d characters long; keep it to %d. Nothing was changed.", n, MaxReason)))
+			return
+		}
+		if s.decideSwitch(c, r, false, a.Arg) {
 			return
 		}
 		s.deny(c, r, a.Arg)
@@ -61,6 +70,9 @@ func (s *Service) stale(v Verb, r records.Request) string {
 	}
 	switch v {
 	case VerbApprove, VerbDeny:
+		if r.State == records.StateQueued && r.Elastic != nil && r.Elastic.PendingSwitch != "" {
+			return "" // a switch to elastic capacity waits for a lead
+		}
 		if r.State != records.StateAwaitingApproval {
 			if r.ApprovedBy != "" {
 				return fmt.Sprintf("%s was already approved by %s; it is %s.", r.ID, r.ApprovedBy, r.State)
@@ -108,7 +120,7 @@ func (s *Service) deny(c *call, r records.Request, reason string) {
 	r.DenyReason = reason
 	r.EndedAt = c.now
 	r.EndReason = "denied by " + c.who.Name
-	if err := s.deps.Requests.PutRequest(c.ctx, r); err != nil {
+	if err := s.putRequest(c, r); err != nil {
 		s.failed(c, "saving "+r.ID, err)
 		return
 	}
@@ -126,8 +138,7 @@ func (s *Service) deny(c *call, r records.Request, reason string) {
 
 // stop cancels a request that has not started or releases a running one.
 func (s *Service) stop(c *call, r records.Request, verb Verb) {
-	running := r.State == records.StateRunning
-	inCluster := r.State == records.StateQueued || running
+	inCluster := r.State == records.StateQueued || r.State == records.StateRunning
 	if inCluster {
 		events, err := s.apply(c, Op{Kind: OpRemove, ID: r.ID})
 		if err != nil {
@@ -136,7 +147,12 @@ func (s *Service) stop(c *call, r records.Request, verb Verb) {
 			return
 		}
 		defer s.observe(c, events, "")
+		var ok bool
+		if r, ok = s.reread(c, r); !ok {
+			return
+		}
 	}
+	running := r.State == records.StateRunning
 	r.EndedAt = c.now
 	var msg, note string
 	if running {
@@ -155,7 +171,7 @@ func (s *Service) stop(c *call, r records.Request, verb Verb) {
 			note = " It had not started, so it was cancelled."
 		}
 	}
-	if err := s.deps.Requests.PutRequest(c.ctx, r); err != nil {
+	if err := s.putRequest(c, r); err != nil {
 		s.failed(c, "saving "+r.ID, err)
 		return
 	}
@@ -182,15 +198,22 @@ func (s *Service) extend(c *call, r records.Request, d time.Duration) {
 			return
 		}
 		if err != nil {
+			if _, ok := s.reread(c, r); !ok {
+				return // it ended while the cluster was asked
+			}
 			s.audit(c, c.who.Name, "extend", r.ID, "error", err.Error())
 			s.failed(c, "extending "+r.ID, err)
 			return
 		}
 		defer s.observe(c, events, "")
+		var ok bool
+		if r, ok = s.reread(c, r); !ok {
+			return
+		}
 	}
 	r.Duration = total
 	r.EndWarned = false
-	if err := s.deps.Requests.PutRequest(c.ctx, r); err != nil {
+	if err := s.putRequest(c, r); err != nil {
 		s.failed(c, "saving "+r.ID, err)
 		return
 	}
@@ -204,7 +227,7 @@ func (s *Service) extend(c *call, r records.Request, d time.Duration) {
 }
 
 func (s *Service) preempt(c *call, r records.Request) {
-	snap, err := s.deps.Cluster.Snapshot(c.ctx)
+	snap, err := s.snapshot(c)
 	if err != nil {
 		s.failed(c, "reading the cluster", err)
 		return
@@ -244,15 +267,35 @@ func (s *Service) preempt(c *call, r records.Request) {
 	c.private(plain(fmt.Sprintf("Preempted %s; %s is starting.", strings.Join(victims, ", "), r.ID)))
 }
 
-// recordUsage appends r's latest stretch of GPU use to the usage log.
-func (s *Service) recordUsage(c *call, r records.Request) {
-	if r.AdmittedAt.IsZero() || !c.now.After(r.AdmittedAt) {
+// reread reads r again after a cluster operation, during which (on a
+// real cluster, whose API calls are made outside the write section) the
+// cluster's events may have moved it on. If it ended meanwhile, the
+// sender is told and ok is false.
+func (s *Service) reread(c *call, r records.Request) (records.Request, bool) {
+	fresh, err := s.getRequest(c, r.ID)
+	if err != nil {
+		s.failed(c, "reading "+r.ID, err)
+		return r, false
+	}
+	if fresh.State.Final() {
+		s.audit(c, c.who.Name, "", r.ID, "refused", "stale: ended meanwhile")
+		c.private(plain(fmt.Sprintf("%s ended meanwhile: it is %s%s.", r.ID, fresh.State, s.when(fresh.EndedAt))))
+		return fresh, false
+	}
+	return fresh, true
+}
+
+// recordUsage appends r's latest stretch of GPU use, until now, to the
+// usage log.
+func (s *Service) recordUsage(c *call, r records.Request) { s.recordUsageUntil(c, r, c.now) }
+
+// recordUsageUntil appends r's latest stretch of GPU use, until end.
+func (s *Service) recordUsageUntil(c *call, r records.Request, end time.Time) {
+	if r.AdmittedAt.IsZero() || !end.After(r.AdmittedAt) {
 		return
 	}
-	u := records.UsageRecord{Request: r.ID, Team: r.Team, Requester: r.Requester, Flavor: r.AdmittedFlavor, GPUs: r.GPUs, Start: r.AdmittedAt, End: c.now}
-	if err := s.deps.Usage.AppendUsage(c.ctx, u); err != nil {
-		s.log.Error("recording usage", "request", r.ID, "err", err)
-	}
+	u := records.UsageRecord{Request: r.ID, Team: r.Team, Requester: r.Requester, Flavor: r.AdmittedFlavor, GPUs: r.GPUs, Start: r.AdmittedAt, End: end}
+	c.w.usage = append(c.w.usage, u)
 }
 
 func thread(id string, r Reply) Output {

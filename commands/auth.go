@@ -77,7 +77,7 @@ func (s *Service) may(p *Person, verb Verb, r records.Request) error {
 			return nil
 		}
 		return fmt.Errorf("only admins (%s) can preempt other work for %s", strings.Join(s.admins(), ", "), r.ID)
-	case VerbCancel, VerbRelease, VerbExtend:
+	case VerbCancel, VerbRelease, VerbExtend, VerbSwitch:
 		if p.Admin || s.isLead(p, r.Team) || strings.EqualFold(p.Name, r.Requester) {
 			return nil
 		}

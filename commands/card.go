@@ -18,12 +18,12 @@ func (s *Service) card(c *call, r records.Request, snap *allocator.Snapshot) Rep
 // estimate.
 func (s *Service) cardWith(c *call, r records.Request, snap *allocator.Snapshot, est *allocator.Estimate) Reply {
 	if snap == nil && (r.State == records.StateQueued || r.State == records.StateAwaitingApproval) {
-		if sn, err := s.deps.Cluster.Snapshot(c.ctx); err == nil {
+		if sn, err := s.snapshot(c); err == nil {
 			snap = sn
 		}
 	}
 	q, _ := s.queue(r.Team)
-	title := fmt.Sprintf("%s · %s for %s · %s", r.ID, size(r, q.Flavors), fmtDuration(r.Duration), r.Team)
+	title := fmt.Sprintf("%s · %s for %s · %s", r.ID, size(r, s.reservedFlavors(q)), fmtDuration(r.Duration), r.Team)
 	fs := []Field{{"Requester", r.Requester}, {"Priority", r.Priority}}
 	if r.Topology != "" {
 		fs = append(fs, Field{"Topology", "one " + r.Topology})
@@ -34,8 +34,10 @@ func (s *Service) cardWith(c *call, r records.Request, snap *allocator.Snapshot,
 	if r.Reason != "" {
 		fs = append(fs, Field{"Reason", r.Reason})
 	}
+	fs = append(fs, s.elasticFields(r)...)
 	var head, status, kueueRaw string
 	var buttons []Button
+	var offer []Block
 	switch r.State {
 	case records.StateAwaitingApproval:
 		head = fmt.Sprintf("%s needs approval", r.ID)
@@ -58,7 +60,14 @@ func (s *Service) cardWith(c *call, r records.Request, snap *allocator.Snapshot,
 			posted = r.Estimate
 		}
 		word, said := s.kueueWord(c, r.ID)
-		if said && word.Never {
+		if wait, ok := s.provisioningWait(c, r); ok && !(said && word.Never) {
+			head = fmt.Sprintf("%s waits for provisioning", r.ID)
+			status = wait
+			if said {
+				status += " Kueue says: " + kueueSays(word)
+				kueueRaw = word.Raw()
+			}
+		} else if said && word.Never {
 			// Kueue's word wins: no estimate, no category, no preemption.
 			head = fmt.Sprintf("%s will not start as it is", r.ID)
 			status = willNotStart(word) + " Change the request (size, flavor, topology) or ask an admin about the cluster; cancel it if it is no longer needed."
@@ -103,6 +112,8 @@ func (s *Service) cardWith(c *call, r records.Request, snap *allocator.Snapshot,
 		if r.ApprovedBy != "" && r.ApprovedBy != r.Requester {
 			status += " Approved by " + r.ApprovedBy + "."
 		}
+		status += s.pendingSwitchNote(r)
+		offer = s.offerBlocks(c, snap, r, posted)
 		buttons = append(buttons, Button{Label: "Cancel", Action: Action{Name: VerbCancel, Request: r.ID}})
 	case records.StateRunning:
 		end := r.AdmittedAt.Add(r.Duration)
@@ -127,6 +138,7 @@ func (s *Service) cardWith(c *call, r records.Request, snap *allocator.Snapshot,
 		status += "."
 	}
 	blocks := []Block{header(title), fields(fs...), section(status)}
+	blocks = append(blocks, offer...)
 	if len(buttons) > 0 {
 		blocks = append(blocks, actions(buttons...))
 	}
@@ -158,7 +170,7 @@ func (s *Service) ifSubmitted(c *call, snap *allocator.Snapshot, r records.Reque
 			return "starts at once", true
 		}
 	}
-	e := allocator.EstimateFor(sim, r.ID, s.estimateOptions(c))
+	e := allocator.EstimateFor(sim, r.ID, s.viewOptions(c))
 	return s.estimateText(toRecord(c.now, e)), true
 }
 
@@ -170,8 +182,8 @@ const fitsNow = "it fits now and waits only for the next admission cycle"
 func (s *Service) explain(snap *allocator.Snapshot, r records.Request, reason allocator.Reason) string {
 	q, _ := s.queue(r.Team)
 	flavor := r.Flavor
-	if flavor == "" && len(q.Flavors) > 0 {
-		flavor = q.Flavors[0]
+	if fs := s.reservedFlavors(q); flavor == "" && len(fs) > 0 {
+		flavor = fs[0]
 	}
 	var fc allocator.FlavorCapacity
 	for _, f := range snap.Capacity(nil) {
@@ -218,7 +230,7 @@ func (s *Service) victimList(c *call, ids []string) string {
 	parts := make([]string, len(ids))
 	for i, id := range ids {
 		parts[i] = id
-		if v, err := s.deps.Requests.GetRequest(c.ctx, id); err == nil {
+		if v, err := s.getRequest(c, id); err == nil {
 			parts[i] = fmt.Sprintf("%s (%s, %d GPUs, %s)", id, v.Requester, v.GPUs, v.Priority)
 		}
 	}

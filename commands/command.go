@@ -21,6 +21,7 @@ const (
 	VerbDeny     Verb = "deny"
 	VerbPreempt  Verb = "preempt"
 	VerbKeep     Verb = "keep"
+	VerbSwitch   Verb = "switch"
 	VerbDigest   Verb = "digest"
 	VerbReport   Verb = "report"
 	VerbHelp     Verb = "help"
@@ -30,7 +31,7 @@ const (
 var Verbs = []Verb{
 	VerbRequest, VerbStatus, VerbQueue, VerbCapacity, VerbUsage, VerbWhatIf,
 	VerbCancel, VerbRelease, VerbExtend, VerbApprove, VerbDeny, VerbPreempt,
-	VerbKeep, VerbTrack, VerbDigest, VerbReport, VerbHelp,
+	VerbSwitch, VerbKeep, VerbTrack, VerbDigest, VerbReport, VerbHelp,
 }
 
 // Command is one parsed /gpu command. Which fields are set depends on Verb:
@@ -42,6 +43,7 @@ var Verbs = []Verb{
 //	preempt <id>                ID
 //	keep <id>                   ID (a request's, or a zombie check's: z3)
 //	extend <id> <duration>      ID, Duration
+//	switch <id> <flavor>        ID, Flavor
 //	deny <id> [reason]          ID, Reason (optional)
 //	queue [team|flavor]         Team or Flavor (at most one)
 //	usage [team] [N d]          Team (optional), Days (0 = default)

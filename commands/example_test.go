@@ -2,22 +2,18 @@ package commands_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/gpubot/gpubot/commands"
 	"github.com/gpubot/gpubot/internal/config"
 	"github.com/gpubot/gpubot/simcluster"
 	"github.com/gpubot/gpubot/store"
 )
-
-// fixedClock is a clock that stands still.
-type fixedClock time.Time
-
-func (c fixedClock) Now() time.Time { return time.Time(c) }
 
 func ExampleService_Handle() {
 	ctx := context.Background()
@@ -44,8 +40,8 @@ teams: [{name: nlp, channel: "#nlp", leads: [bob], members: [alice], quota: {h10
 		return
 	}
 	defer db.Close()
-	clock := fixedClock(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
-	sim, _, err := simcluster.New(ctx, cfg.Cluster(), db, clock, func(err error) bool { return errors.Is(err, store.ErrNotFound) })
+	clock := clocktesting.NewFakePassiveClock(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
+	sim, _, err := simcluster.New(ctx, cfg.Cluster(), db, clock)
 	if err != nil {
 		fmt.Println(err)
 		return

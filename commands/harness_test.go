@@ -3,9 +3,7 @@ package commands_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	clocktesting "k8s.io/utils/clock/testing"
 	"log/slog"
 	"path/filepath"
 	"slices"
@@ -13,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -140,6 +140,7 @@ type env struct {
 	db      *store.DB
 	sim     *simcluster.Cluster
 	cluster *cluster
+	api     *apiCluster // set by withAPI
 	clock   *clocktesting.FakeClock
 	svc     *commands.Service
 	log     *logBuffer
@@ -153,6 +154,29 @@ type envOptions struct {
 	util    commands.Utilization
 	others  commands.Others
 	digests commands.Digester
+	// api makes the service see the simulated cluster as a real one: not
+	// a Stepper, its operations API calls made outside the write section.
+	api *apiCluster
+	// engine computes the service's estimates.
+	engine commands.EstimateEngine
+	// commit wraps the store as the service's Committer.
+	commit func(commands.Committer) commands.Committer
+	// usage wraps the store as the service's UsageLog.
+	usage func(commands.UsageLog) commands.UsageLog
+	// requests wraps the store as the service's RequestStore.
+	requests func(commands.RequestStore) commands.RequestStore
+	elastic  map[string]simcluster.ElasticFlavor
+}
+
+// withElastic gives the simulated cluster elastic flavors and lets the
+// service follow their provisioning.
+func withElastic(fs map[string]simcluster.ElasticFlavor) envOption {
+	return func(o *envOptions) { o.elastic = fs }
+}
+
+// withRequests makes the service read and write requests through wrap(db).
+func withRequests(wrap func(commands.RequestStore) commands.RequestStore) envOption {
+	return func(o *envOptions) { o.requests = wrap }
 }
 
 // withDigests answers /gpu digest and /gpu report with d.
@@ -198,7 +222,14 @@ func newEnv(t *testing.T, cfg *config.Config, opts ...envOption) *env {
 	}
 	t.Cleanup(func() { db.Close() })
 	e := &env{t: t, ctx: ctx, cfg: cfg, db: db, clock: clocktesting.NewFakeClock(t0), log: &logBuffer{}}
-	sim, _, err := simcluster.New(ctx, cfg.Cluster(), db, e.clock, func(err error) bool { return errors.Is(err, store.ErrNotFound) })
+	// Seen as a real cluster (withAPI) the simulated one saves itself, as
+	// a real one keeps its own state; otherwise the service commits its
+	// state with its records, as gpubot runs it.
+	simOpts := []simcluster.Option{simcluster.WithElastic(o.elastic)}
+	if o.api == nil {
+		simOpts = append(simOpts, simcluster.WithSavesByCaller())
+	}
+	sim, _, err := simcluster.New(ctx, cfg.Cluster(), db, e.clock, simOpts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,8 +254,32 @@ func newEnv(t *testing.T, cfg *config.Config, opts ...envOption) *env {
 	if o.digests != nil {
 		svcOpts = append(svcOpts, commands.WithDigests(o.digests))
 	}
+	var cl commands.Cluster = e.cluster
+	if o.api != nil {
+		o.api.sim = sim
+		cl = o.api
+		e.api = o.api
+	}
+	if o.engine != nil {
+		svcOpts = append(svcOpts, commands.WithEstimateEngine(o.engine))
+	}
+	var usageLog commands.UsageLog = db
+	if o.usage != nil {
+		usageLog = o.usage(db)
+	}
+	var committer commands.Committer = db
+	if o.commit != nil {
+		committer = o.commit(db)
+	}
+	var requests commands.RequestStore = db
+	if o.requests != nil {
+		requests = o.requests(db)
+	}
+	if o.elastic != nil {
+		svcOpts = append(svcOpts, commands.WithProvisioning(sim))
+	}
 	e.svc, err = commands.NewService(ctx, set, commands.Deps{
-		Cluster: e.cluster, Requests: db, IDs: db, Audit: db, Usage: db, Clock: e.clock,
+		Cluster: cl, Requests: requests, IDs: db, Commit: committer, Audit: db, Usage: usageLog, Clock: e.clock,
 	}, svcOpts...)
 	if err != nil {
 		t.Fatal(err)
@@ -279,16 +334,19 @@ func (e *env) checkInvariants() {
 	}
 }
 
-// do handles a typed command from user.
+// do handles a typed command from user, then lets the estimates settle
+// (as the console does): the posts of estimates that moved come after.
 func (e *env) do(user, text string) []commands.Output {
 	e.t.Helper()
-	return e.svc.Handle(e.ctx, commands.Input{User: user, Text: text})
+	outs := e.svc.Handle(e.ctx, commands.Input{User: user, Text: text})
+	return append(outs, e.svc.Settle(e.ctx)...)
 }
 
-// press handles a button press from user.
+// press handles a button press from user, then lets the estimates settle.
 func (e *env) press(user string, verb commands.Verb, id, arg string) []commands.Output {
 	e.t.Helper()
-	return e.svc.Handle(e.ctx, commands.Input{User: user, Action: &commands.Action{Name: verb, Request: id, Arg: arg}})
+	outs := e.svc.Handle(e.ctx, commands.Input{User: user, Action: &commands.Action{Name: verb, Request: id, Arg: arg}})
+	return append(outs, e.svc.Settle(e.ctx)...)
 }
 
 // advance moves time by d as the console does: the cluster catches up and
@@ -315,15 +373,29 @@ func (e *env) advance(d time.Duration) []commands.Output {
 	}
 }
 
-// sync brings the cluster to the clock's time and lets the service
-// observe what happened.
+// observe hands the service events from the cluster, then the estimates
+// settle.
+func (e *env) observe(evs []allocator.Event) []commands.Output {
+	e.t.Helper()
+	outs := e.svc.Observe(e.ctx, evs)
+	return append(outs, e.svc.Settle(e.ctx)...)
+}
+
+// sync lets the service bring the cluster to the clock's time and
+// observe what happened, then the estimates settle. Seen as a real
+// cluster (withAPI), the cluster moves by itself and reports its events,
+// as the Kubernetes bridge does.
 func (e *env) sync() []commands.Output {
 	e.t.Helper()
-	evs, err := e.sim.Advance(e.ctx)
-	if err != nil {
-		e.t.Fatal(err)
+	var evs []allocator.Event
+	if e.api != nil {
+		var err error
+		if evs, err = e.sim.Advance(e.ctx); err != nil {
+			e.t.Fatal(err)
+		}
 	}
-	return e.svc.Observe(e.ctx, evs)
+	outs := e.svc.Observe(e.ctx, evs)
+	return append(outs, e.svc.Settle(e.ctx)...)
 }
 
 func (e *env) req(id string) records.Request {

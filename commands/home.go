@@ -3,7 +3,6 @@ package commands
 import (
 	"context"
 	"fmt"
-	"runtime/debug"
 	"slices"
 )
 
@@ -28,8 +27,6 @@ type FormDefaults struct {
 // FormDefaults returns what a request form should offer user (a chat user
 // ID or a person's name).
 func (s *Service) FormDefaults(user string) FormDefaults {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	p, ok := s.who(user)
 	if !ok {
 		return FormDefaults{}
@@ -70,18 +67,18 @@ func (s *Service) FormDefaults(user string) FormDefaults {
 // (/gpu status), each of their teams' usage and fair-share standing
 // (/gpu usage <team>; all teams for an admin in none), and capacity per
 // flavor (/gpu capacity). An unknown user gets a reply saying how to be
-// added. Home changes nothing and writes no audit entry.
-func (s *Service) Home(ctx context.Context, user string) (home Reply) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// added. Home changes nothing and writes no audit entry; like every read,
+// it answers from the latest view without waiting for writes.
+func (s *Service) Home(ctx context.Context, user string) Reply {
 	c := &call{ctx: ctx, now: s.deps.Clock.Now(), in: Input{User: user}}
-	defer func() {
-		if v := recover(); v != nil {
-			ref := fmt.Sprintf("E%d", c.now.UnixNano()%1_000_000)
-			s.log.Error("panic building the home view", "ref", ref, "user", user, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-			home = plain(fmt.Sprintf("Something went wrong on gpubot's side while building this page (ref %s). Open it again in a moment.", ref))
-		}
-	}()
+	var home Reply
+	chain(func(c *call) { home = s.home(c, user) }, s.recovering("building the home view", func(_ *call, ref string) {
+		home = plain(fmt.Sprintf("Something went wrong on gpubot's side while building this page (ref %s). Open it again in a moment.", ref))
+	}))(c)
+	return home
+}
+
+func (s *Service) home(c *call, user string) Reply {
 	who, ok := s.who(user)
 	if !ok {
 		return plain("gpubot does not know you yet.",

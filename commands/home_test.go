@@ -1,11 +1,14 @@
 package commands_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpubot/gpubot/commands"
+	"github.com/gpubot/gpubot/records"
 )
 
 // TestHome: App Home shows the person's requests with state and
@@ -76,8 +79,11 @@ func TestHomeUnknownUser(t *testing.T) {
 // TestHomePanic: a failure while building the page is a reply, not a
 // crash.
 func TestHomePanic(t *testing.T) {
-	e := newEnv(t, exampleConfig(t))
-	e.cluster.panicSnapshot = true
+	u := &panickingUsage{}
+	e := newEnv(t, exampleConfig(t), func(o *envOptions) {
+		o.usage = func(l commands.UsageLog) commands.UsageLog { u.UsageLog = l; return u }
+	})
+	u.armed = true
 	home := e.svc.Home(e.ctx, "U0ALICE")
 	if !strings.HasPrefix(home.Text, "Something went wrong on gpubot's side while building this page (ref E") {
 		t.Errorf("got %q", home.Text)
@@ -95,9 +101,9 @@ func TestFormDefaults(t *testing.T) {
 	prios := []string{"low", "normal", "high", "urgent"}
 	topo := []string{"host", "rack", "block"}
 	cases := map[string]commands.FormDefaults{
-		"U0DAVE":   {Known: true, Teams: []string{"vision"}, Flavors: []string{"h100", "a100"}, Priorities: prios, Topologies: topo, Team: "vision", Priority: "normal"},
-		"grace":    {Known: true, Teams: []string{"speech"}, Flavors: []string{"a100", "h100"}, Priorities: prios, Topologies: topo, Team: "speech", Priority: "normal"},
-		"U0CAROL":  {Known: true, Teams: []string{"nlp", "vision", "speech"}, Flavors: []string{"h100", "a100"}, Priorities: prios, Topologies: topo, Team: "nlp", Priority: "normal"},
+		"U0DAVE":   {Known: true, Teams: []string{"vision"}, Flavors: []string{"h100", "a100", "h100-spot", "h100-dws"}, Priorities: prios, Topologies: topo, Team: "vision", Priority: "normal"},
+		"grace":    {Known: true, Teams: []string{"speech"}, Flavors: []string{"a100", "h100", "h100-spot", "h100-dws"}, Priorities: prios, Topologies: topo, Team: "speech", Priority: "normal"},
+		"U0CAROL":  {Known: true, Teams: []string{"nlp", "vision", "speech"}, Flavors: []string{"h100", "a100", "h100-spot", "h100-dws"}, Priorities: prios, Topologies: topo, Team: "nlp", Priority: "normal"},
 		"U0NOBODY": {},
 	}
 	for user, want := range cases {
@@ -116,4 +122,17 @@ func TestFormDefaults(t *testing.T) {
 			}
 		}
 	}
+}
+
+// panickingUsage is a UsageLog whose Usage panics once armed.
+type panickingUsage struct {
+	commands.UsageLog
+	armed bool
+}
+
+func (p *panickingUsage) Usage(ctx context.Context, from, to time.Time) ([]records.UsageRecord, error) {
+	if p.armed {
+		panic("usage exploded")
+	}
+	return p.UsageLog.Usage(ctx, from, to)
 }

@@ -246,7 +246,7 @@ func TestKueueWordChangeIsPostedOnce(t *testing.T) {
 		t.Fatal("r1 has no estimate before Kueue said anything")
 	}
 	e.k.say("r1", noAffinity)
-	outs := e.svc.Observe(e.ctx, nil)
+	outs := e.observe(nil)
 	all := everything(outs)
 	mustContain(t, "the sweep", all, "Will not start as it is: its pods' node selector does not match flavor h100. Kueue's message: QuotaReserved=False",
 		"Your request r1 will not start as it is", "r1 will not start as it is")
@@ -259,11 +259,11 @@ func TestKueueWordChangeIsPostedOnce(t *testing.T) {
 	if dms != 1 {
 		t.Errorf("%d direct messages, want 1 to the requester", dms)
 	}
-	if again := everything(e.svc.Observe(e.ctx, nil)); strings.Contains(again, "will not start") {
+	if again := everything(e.observe(nil)); strings.Contains(again, "will not start") {
 		t.Errorf("the same word was posted again:\n%s", again)
 	}
 	e.k.forget("r1")
-	back := everything(e.svc.Observe(e.ctx, nil))
+	back := everything(e.observe(nil))
 	mustContain(t, "the sweep after Kueue changed its mind", back, "Kueue no longer says it cannot start. A new estimate follows.", "New estimate: starts")
 }
 
@@ -323,4 +323,10 @@ func TestCapacityOfAFlavorWithoutNodes(t *testing.T) {
 	// would never admit it.
 	over := everything(e.do("alice", "request 24xh100 for 1h team nlp"))
 	mustContain(t, "a request above the quota", over, "can never be admitted for nlp")
+}
+
+// observe lets the service observe (nothing new), then the estimates settle.
+func (e *kueueEnv) observe(evs []allocator.Event) []commands.Output {
+	outs := e.svc.Observe(e.ctx, evs)
+	return append(outs, e.svc.Settle(e.ctx)...)
 }

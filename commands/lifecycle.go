@@ -22,20 +22,31 @@ const refreshEvery = 15 * time.Minute
 
 // Observe turns what happened in the cluster into state changes and
 // thread updates, then does the time-driven work: end-of-time reminders,
-// estimate refreshes, and resubmitting requests the cluster lost.
-func (s *Service) Observe(ctx context.Context, events []allocator.Event) (outs []Output) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// Kueue's word, and bringing requests and the cluster into agreement. A
+// cluster that moves with the clock (a Stepper: the simulated one) is
+// first caught up to now, in the same write section as the records of
+// what happened. events are those a real cluster reported. Estimates are
+// marked stale when anything changed, or when they are old.
+func (s *Service) Observe(ctx context.Context, events []allocator.Event) []Output {
 	c := &call{ctx: ctx, now: s.deps.Clock.Now(), who: &Person{Name: "gpubot"}}
-	defer func() {
-		if v := recover(); v != nil {
-			s.log.Error("panic observing the cluster", "panic", fmt.Sprint(v))
-			outs = c.outs
+	chain(func(c *call) { s.observeStage(c, events) }, s.recovering("observing the cluster", nil))(c)
+	return c.outs
+}
+
+func (s *Service) observeStage(c *call, events []allocator.Event) {
+	defer s.enter(c)()
+	c.republish = true
+	if s.stepper != nil {
+		more, err := s.stepper.Advance(c.ctx)
+		if err != nil {
+			s.log.Error("advancing the simulated cluster", "err", err)
 		}
-	}()
+		events = append(events, more...)
+	}
+	s.refreshChecks(c)
 	s.observe(c, events, "")
 	s.sweep(c, len(events) > 0)
-	return c.outs
+	s.estimatesDue(c.now)
 }
 
 // observe applies events to requests; skip names a request whose card the
@@ -45,7 +56,7 @@ func (s *Service) observe(c *call, events []allocator.Event, skip string) {
 		c.changed = true
 	}
 	for _, ev := range events {
-		r, err := s.deps.Requests.GetRequest(c.ctx, ev.ID)
+		r, err := s.getRequest(c, ev.ID)
 		if err != nil {
 			s.log.Warn("cluster event for an unknown request", "id", ev.ID, "event", ev.Kind, "err", err)
 			continue
@@ -84,9 +95,7 @@ func (s *Service) observe(c *call, events []allocator.Event, skip string) {
 			if r.State != records.StateRunning {
 				continue
 			}
-			c2 := *c
-			c2.now = ev.At
-			s.recordUsage(&c2, r)
+			s.recordUsageUntil(c, r, ev.At)
 			ran := ev.At.Sub(r.AdmittedAt)
 			r.State = records.StateQueued
 			r.QueuedAt = ev.At
@@ -96,19 +105,21 @@ func (s *Service) observe(c *call, events []allocator.Event, skip string) {
 			by := "" // unknown when a missed preemption is reconciled
 			if ev.By != "" {
 				by = " by " + ev.By
-				if b, err := s.deps.Requests.GetRequest(c.ctx, ev.By); err == nil {
+				if b, err := s.getRequest(c, ev.By); err == nil {
 					by = fmt.Sprintf(" by %s (%s, %s)", b.ID, b.Requester, b.Priority)
 				}
 			}
 			msg = fmt.Sprintf("Preempted%s and requeued after running %s. A new estimate follows.", by, fmtDuration(ran))
-			c.emit(s.dm(r.Requester, plain(fmt.Sprintf("Your request %s was preempted%s and is queued again.", r.ID, by))))
+			dm := fmt.Sprintf("Your request %s was preempted%s and is queued again.", r.ID, by)
+			if ev.By == "" && (ev.Detail != "" || s.set.Elastic.terms(r.AdmittedFlavor).Capacity == CapacitySpot) {
+				msg, dm = s.evicted(&r, ev.Detail, ran)
+			}
+			c.emit(s.dm(r.Requester, plain(dm)))
 		case allocator.EventFinished:
 			if r.State != records.StateRunning {
 				continue
 			}
-			c2 := *c
-			c2.now = ev.At
-			s.recordUsage(&c2, r)
+			s.recordUsageUntil(c, r, ev.At)
 			r.State = records.StateFinished
 			r.EndedAt = ev.At
 			r.EndReason = cmp.Or(ev.Detail, EndTimeUp)
@@ -116,7 +127,7 @@ func (s *Service) observe(c *call, events []allocator.Event, skip string) {
 		default:
 			continue
 		}
-		if err := s.deps.Requests.PutRequest(c.ctx, r); err != nil {
+		if err := s.putRequest(c, r); err != nil {
 			s.log.Error("saving request after cluster event", "request", r.ID, "event", ev.Kind, "err", err)
 			continue
 		}
@@ -150,7 +161,7 @@ func (s *Service) observePods(c *call, r records.Request, ev allocator.Event, sk
 			r.PodsNotReadySince = r.AdmittedAt // never ready since the admission
 		}
 	}
-	if err := s.deps.Requests.PutRequest(c.ctx, r); err != nil {
+	if err := s.putRequest(c, r); err != nil {
 		s.log.Error("saving the pods' readiness", "request", r.ID, "err", err)
 	}
 	var msg string
@@ -187,12 +198,12 @@ func (s *Service) sweep(c *call, changed bool) {
 	inCluster := func(r records.Request) bool {
 		return r.State == records.StateQueued || r.State == records.StateRunning
 	}
-	active, err := s.deps.Requests.ListRequests(c.ctx, inCluster)
+	active, err := s.listRequests(c, inCluster)
 	if err != nil {
 		s.log.Error("listing requests", "err", err)
 		return
 	}
-	snap, err := s.deps.Cluster.Snapshot(c.ctx)
+	snap, err := s.snapshot(c)
 	if err != nil {
 		s.log.Error("reading the cluster", "err", err)
 		return
@@ -200,7 +211,7 @@ func (s *Service) sweep(c *call, changed bool) {
 	if s.reconcile(c, snap, active) {
 		changed = true
 		// Remind from the records as reconciling left them.
-		if active, err = s.deps.Requests.ListRequests(c.ctx, inCluster); err != nil {
+		if active, err = s.listRequests(c, inCluster); err != nil {
 			s.log.Error("listing requests", "err", err)
 			return
 		}
@@ -214,7 +225,7 @@ func (s *Service) sweep(c *call, changed bool) {
 			continue
 		}
 		r.EndWarned = true
-		if err := s.deps.Requests.PutRequest(c.ctx, r); err != nil {
+		if err := s.putRequest(c, r); err != nil {
 			s.log.Error("saving request", "request", r.ID, "err", err)
 			continue
 		}
@@ -231,9 +242,8 @@ func (s *Service) sweep(c *call, changed bool) {
 	if s.refreshKueue(c) {
 		changed = true
 	}
-	if changed || c.now.Sub(s.lastSync) >= refreshEvery {
-		s.refreshEstimates(c)
-		s.lastSync = c.now
+	if changed {
+		c.changed = true
 	}
 }
 
@@ -245,7 +255,7 @@ func (s *Service) refreshKueue(c *call) bool {
 	if s.kueue == nil {
 		return false
 	}
-	queued, err := s.deps.Requests.ListRequests(c.ctx, func(r records.Request) bool { return r.State == records.StateQueued })
+	queued, err := s.listRequests(c, func(r records.Request) bool { return r.State == records.StateQueued })
 	if err != nil || len(queued) == 0 {
 		return false
 	}
@@ -259,7 +269,7 @@ func (s *Service) refreshKueue(c *call) bool {
 		}
 		wasNever := strings.HasPrefix(r.KueueSaid, "never: ")
 		r.KueueSaid = key
-		if err := s.deps.Requests.PutRequest(c.ctx, r); err != nil {
+		if err := s.putRequest(c, r); err != nil {
 			s.log.Error("saving request", "request", r.ID, "err", err)
 			continue
 		}
@@ -278,7 +288,7 @@ func (s *Service) refreshKueue(c *call) bool {
 			s.audit(c, "gpubot", "kueue", r.ID, "ok", msg)
 			c.emit(thread(r.ID, plain(msg+". A new estimate follows.")))
 			r.Estimate = nil
-			if err := s.deps.Requests.PutRequest(c.ctx, r); err != nil {
+			if err := s.putRequest(c, r); err != nil {
 				s.log.Error("saving request", "request", r.ID, "err", err)
 			}
 		}
@@ -289,13 +299,45 @@ func (s *Service) refreshKueue(c *call) bool {
 
 // reconcile brings requests and the cluster into agreement: a queued
 // request the cluster does not have is submitted again; a running one it
-// does not have is marked lost; one whose admission or requeueing was
-// missed is brought up to date. It reports whether it changed anything.
+// does not have finished if its requested time is up (gpubot missed the
+// end: a crash, a restart) and is marked lost otherwise; one whose
+// admission or requeueing was missed is brought up to date. A request
+// someone is operating on (its lock is held) is left to that operation.
+// It reports whether it changed anything.
 func (s *Service) reconcile(c *call, snap *allocator.Snapshot, active []records.Request) bool {
 	changed := false
 	for _, r := range active {
 		w, ok := snap.Workload(r.ID)
+		if ok && (r.State == records.StateQueued) == (w.Admission == nil) {
+			continue // they agree
+		}
+		unlock, free := s.tryRequest(c, r.ID)
+		if !free {
+			continue // an operation on it is under way: the next sweep looks again
+		}
+		if fresh, err := s.getRequest(c, r.ID); err != nil || fresh.State != r.State || !fresh.AdmittedAt.Equal(r.AdmittedAt) {
+			unlock()
+			continue // it moved on since it was listed
+		}
+		if s.reconcileOne(c, r, w, ok) {
+			changed = true
+			if fresh, err := s.snapshot(c); err == nil {
+				snap = fresh // an API call may have let others change the cluster
+			}
+		}
+		unlock()
+	}
+	return changed
+}
+
+// reconcileOne brings r into agreement with the cluster, where its
+// workload is w (ok: the cluster has it). It holds r's lock.
+func (s *Service) reconcileOne(c *call, r records.Request, w allocator.Workload, ok bool) bool {
+	changed := false
+	{
 		switch {
+		case ok && r.State == records.StateQueued && w.Admission != nil && s.awaitingChecks(c, r):
+			// Quota reserved, admission checks pending: not admitted yet.
 		case ok && r.State == records.StateQueued && w.Admission != nil:
 			// The cluster admitted it, and the event was missed.
 			s.observe(c, []allocator.Event{{Kind: allocator.EventAdmitted, ID: r.ID, At: w.Admission.At, Admission: w.Admission}}, "")
@@ -309,18 +351,23 @@ func (s *Service) reconcile(c *call, snap *allocator.Snapshot, active []records.
 			events, err := s.apply(c, Op{Kind: OpSubmit, Workload: s.workload(r)})
 			if err != nil {
 				s.log.Error("resubmitting request", "request", r.ID, "err", err)
-				continue
+				return changed
 			}
 			s.audit(c, "gpubot", "submit", r.ID, "ok", "resubmitted: the cluster did not have it")
 			s.observe(c, events, "")
+			changed = true
+		case r.State == records.StateRunning && r.Duration > 0 && !r.AdmittedAt.Add(r.Duration).After(c.now):
+			// Gone after its end: it finished while gpubot was not
+			// looking (its time was up), not lost.
+			s.observe(c, []allocator.Event{{Kind: allocator.EventFinished, ID: r.ID, At: r.AdmittedAt.Add(r.Duration)}}, "")
 			changed = true
 		case r.State == records.StateRunning:
 			r.State = records.StateLost
 			r.EndedAt = c.now
 			r.EndReason = "its workload disappeared from the cluster"
-			if err := s.deps.Requests.PutRequest(c.ctx, r); err != nil {
+			if err := s.putRequest(c, r); err != nil {
 				s.log.Error("saving request", "request", r.ID, "err", err)
-				continue
+				return changed
 			}
 			s.audit(c, "gpubot", "lost", r.ID, "ok", r.EndReason)
 			c.emit(thread(r.ID, plain("Its workload disappeared from the cluster without finishing; marked lost. Request again if you still need the GPUs.")), s.updateCard(c, r))
@@ -329,48 +376,6 @@ func (s *Service) reconcile(c *call, snap *allocator.Snapshot, active []records.
 		}
 	}
 	return changed
-}
-
-// refreshEstimates recomputes queued requests' estimates and re-posts
-// those that moved materially.
-func (s *Service) refreshEstimates(c *call) {
-	snap, err := s.deps.Cluster.Snapshot(c.ctx)
-	if err != nil {
-		s.log.Error("reading the cluster", "err", err)
-		return
-	}
-	queued, err := s.deps.Requests.ListRequests(c.ctx, func(r records.Request) bool { return r.State == records.StateQueued })
-	if err != nil || len(queued) == 0 {
-		return
-	}
-	ests := allocator.Estimates(snap, s.estimateOptions(c))
-	for _, r := range queued {
-		e, ok := ests[r.ID]
-		if !ok {
-			continue
-		}
-		if _, never := s.neverStarts(c, r.ID); never {
-			continue // Kueue cannot admit it as it is: no estimate
-		}
-		next := toRecord(c.now, e)
-		if !material(r.Estimate, next, c.now) {
-			continue
-		}
-		prev := r.Estimate
-		r.Estimate = next
-		if r.FirstEstimate == nil {
-			r.FirstEstimate = next
-		}
-		if err := s.deps.Requests.PutRequest(c.ctx, r); err != nil {
-			s.log.Error("saving estimate", "request", r.ID, "err", err)
-			continue
-		}
-		text := "New estimate: " + s.estimateText(next)
-		if prev != nil {
-			text += " (was " + s.absWindow(prev) + ")"
-		}
-		c.emit(thread(r.ID, plain(text+".")), Output{To: Destination{Kind: UpdateCard, Request: r.ID}, Reply: s.cardWith(c, r, snap, &e)})
-	}
 }
 
 // material reports whether next differs enough from prev to be posted:
@@ -402,11 +407,7 @@ func toRecord(now time.Time, e allocator.Estimate) *records.Estimate {
 // estimateOptions are the estimate options at c.now, learned from the
 // service's own records (EstimateOptions).
 func (s *Service) estimateOptions(c *call) allocator.EstimateOptions {
-	all, err := s.deps.Requests.ListRequests(c.ctx, func(r records.Request) bool { return EstimateInput(r, c.now) })
-	if err != nil {
-		s.log.Warn("estimates without learned runtimes: reading the requests failed", "err", err)
-		return allocator.EstimateOptions{Horizon: s.horizon}
-	}
+	all := s.readRequests(c, func(r records.Request) bool { return EstimateInput(r, c.now) }, true)
 	return EstimateOptions(all, c.now, s.horizon, s.prio)
 }
 
@@ -477,9 +478,7 @@ const arrivalWindow = 24 * time.Hour
 // NextWakeup is the next time after now at which the service has
 // time-driven work (an end-of-time reminder), or the zero time.
 func (s *Service) NextWakeup(ctx context.Context, now time.Time) time.Time {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	running, err := s.deps.Requests.ListRequests(ctx, func(r records.Request) bool {
+	running, err := s.listRequests(&call{ctx: ctx}, func(r records.Request) bool {
 		return r.State == records.StateRunning && !r.EndWarned
 	})
 	if err != nil {
@@ -499,17 +498,17 @@ func (s *Service) NextWakeup(ctx context.Context, now time.Time) time.Time {
 // returns the request IDs it gave the seeds, in order. It does nothing
 // (and returns no IDs) if any request exists already.
 func (s *Service) Seed(ctx context.Context, seeds []Seed) ([]string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	existing, err := s.deps.Requests.ListRequests(ctx, nil)
+	c := &call{ctx: ctx, now: s.deps.Clock.Now(), who: &Person{Name: "gpubot"}}
+	defer s.enter(c)()
+	defer func() { c.outs = nil }() // seeded work has no card to post about
+	existing, err := s.listRequests(c, nil)
 	if err != nil {
 		return nil, fmt.Errorf("listing requests: %w", err)
 	}
 	if len(existing) > 0 {
 		return nil, nil
 	}
-	now := s.deps.Clock.Now()
-	c := &call{ctx: ctx, now: now, who: &Person{Name: "gpubot"}}
+	now := c.now
 	var ids []string
 	for _, sd := range seeds {
 		who := s.person(sd.Requester)
@@ -524,7 +523,7 @@ func (s *Service) Seed(ctx context.Context, seeds []Seed) ([]string, error) {
 		r.ID, r.Origin, r.Channel = id, "seed", s.channelOf(r.Team)
 		r.SubmittedAt = r.CreatedAt
 		r.State = records.StateQueued
-		if err := s.deps.Requests.PutRequest(ctx, r); err != nil {
+		if err := s.putRequest(c, r); err != nil {
 			return ids, err
 		}
 		w := s.workload(r)

@@ -226,7 +226,7 @@ func TestObserveClusterPreemption(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	outs := e.svc.Observe(e.ctx, evs)
+	outs := e.observe(evs)
 	check(t, outs,
 		want{"person erin", "Your request r1 was preempted by r2 (dave, normal) and is queued again."},
 		want{"thread r1", "Preempted by r2 (dave, normal) and requeued after running 1h."},
@@ -366,6 +366,22 @@ func TestReconcile(t *testing.T) {
 			},
 			want:  map[string]records.State{"r1": records.StateLost},
 			audit: []string{"gpubot lost r1 ok"},
+		},
+		"gone after its end: finished while nobody looked, not lost": {
+			setup: [][2]string{{"alice", "request 8xh100 for 1h"}},
+			at:    30 * time.Minute,
+			breakIt: func(t *testing.T, e *env) {
+				// As after a crash between the cluster ending it and the
+				// record of that (the simulated cluster now commits
+				// both at once; a real one ends work on its own).
+				if _, err := e.sim.Apply(e.ctx, commands.Op{Kind: commands.OpRemove, ID: "r1"}); err != nil {
+					t.Fatal(err)
+				}
+				e.clock.SetTime(t0.Add(70 * time.Minute))
+			},
+			want:  map[string]records.State{"r1": records.StateFinished},
+			says:  []want{{"thread r1", "Finished: ran 1h and reached its requested time; 8 GPU-hours used."}},
+			audit: []string{"gpubot finished r1 ok"},
 		},
 		"an admission the service missed": {
 			setup: [][2]string{{"bob", "request 16xh100 for 2h"}, {"alice", "request 8xh100 for 1h"}},

@@ -3,7 +3,6 @@ package commands_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -32,6 +31,8 @@ func (c *ticking) Now() time.Time {
 	return c.t
 }
 
+func (c *ticking) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+
 func TestOneLogLinePerCommandAndButton(t *testing.T) {
 	for _, level := range []slog.Level{slog.LevelInfo, slog.LevelDebug} {
 		t.Run(level.String(), func(t *testing.T) {
@@ -43,7 +44,7 @@ func TestOneLogLinePerCommandAndButton(t *testing.T) {
 			}
 			defer db.Close()
 			clk := clocktesting.NewFakeClock(t0)
-			sim, _, err := simcluster.New(ctx, cfg.Cluster(), db, clk, func(err error) bool { return errors.Is(err, store.ErrNotFound) })
+			sim, _, err := simcluster.New(ctx, cfg.Cluster(), db, clk)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -317,6 +317,10 @@ func (p *parser) command() (Command, *ParseError) {
 		if c.ID, err = p.id(); err == nil {
 			c.Duration, err = p.extension()
 		}
+	case VerbSwitch:
+		if c.ID, err = p.id(); err == nil {
+			c.Flavor, err = p.switchFlavor()
+		}
 	case VerbDeny:
 		if c.ID, err = p.id(); err == nil {
 			c.Reason, err = p.denyReason()

@@ -263,3 +263,15 @@ func (p *parser) topic() (Verb, *ParseError) {
 	}
 	return "", p.failTok(t, Closest(t.text, verbNames()), "unknown command %s", quoteWord(t.text))
 }
+
+// switchFlavor is the flavor of switch <id> <flavor>.
+func (p *parser) switchFlavor() (string, *ParseError) {
+	if !p.more() {
+		return "", p.missing("say which flavor to switch to, e.g. %s", verbExample(VerbSwitch, p.v))
+	}
+	t := p.next()
+	if t.kind != tokWord {
+		return "", p.unexpected(t, nil)
+	}
+	return p.checkWord(t, "flavor", p.v.Flavors)
+}

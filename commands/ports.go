@@ -11,11 +11,6 @@ import (
 // The small interfaces the service needs. Package store satisfies the
 // storage ones; a simulated or real cluster satisfies Cluster.
 
-// Clock tells the time. Tests pass a fake one.
-type Clock interface {
-	Now() time.Time
-}
-
 // Cluster is where workloads run.
 type Cluster interface {
 	// Snapshot returns a private copy of the cluster's current state.
@@ -55,7 +50,17 @@ type Refusal struct {
 
 func (e *Refusal) Error() string { return e.Reason }
 
-// RequestStore keeps requests.
+// ErrNotFound is the error kind of a record that does not exist: a
+// RequestStore's GetRequest, a ZombieStore's GetZombie wrap it for an ID
+// they do not have. Any other error from them (a store that is closed or
+// damaged) is a failure, never an absence. It is records.ErrNotFound, which
+// package store wraps. Compare with errors.Is.
+var ErrNotFound = records.ErrNotFound
+
+// RequestStore keeps requests. GetRequest's error wraps ErrNotFound for an
+// ID it does not have. While a Service runs it is the store's only writer
+// of requests: it reads them all at start and keeps them in memory for
+// its lists (cache.go).
 type RequestStore interface {
 	GetRequest(ctx context.Context, id string) (records.Request, error)
 	PutRequest(ctx context.Context, r records.Request) error
@@ -172,6 +177,9 @@ type FlavorNodes struct {
 	Topology string
 	// Selects describes the nodes it selects: "cloud.google.com/gke-accelerator=nvidia-h100-80gb".
 	Selects string
+	// Elastic marks a configured spot or provisioned flavor, whose nodes
+	// come and go (none is a normal state).
+	Elastic bool
 }
 
 // ZombieStore keeps zombie findings: admitted work found holding GPUs

@@ -117,6 +117,14 @@ type Destination struct {
 type Output struct {
 	To    Destination
 	Reply Reply
+	// Seq is the output's place in the outbox when it is kept there
+	// until delivered (see Committer); 0 when it is not kept. The bot
+	// runtime tells the outbox once it is delivered.
+	Seq uint64 `json:",omitempty"`
+	// Replayed is set on an output sent again from the outbox after a
+	// restart (Runtime.Replay): a Sender that can tell whether the chat
+	// already has it does not send it twice.
+	Replayed bool `json:"-"`
 }
 
 // Input is one thing a person did in a chat: typed a command or pressed a
@@ -135,6 +143,10 @@ type Input struct {
 	Text string
 	// Action is set for a button press (Text is then ignored).
 	Action *Action
+	// Delivery is the key under which the bot runtime keeps the input in
+	// its inbox until handled; the service's first commit for the input
+	// removes it with what it decided (batch.go). "" for none.
+	Delivery string `json:",omitempty"`
 	// Unreadable is set when the adapter got something from this person
 	// that it could not make sense of (Text and Action are then
 	// ignored): the service audits it as invalid and tells the person

@@ -18,9 +18,14 @@ func (s *Service) request(c *call, spec RequestSpec) {
 		c.private(plain(problem, contextBlock("Example: "+s.requestExample(c.who))))
 		return
 	}
-	snap, err := s.deps.Cluster.Snapshot(c.ctx)
+	snap, err := s.snapshot(c)
 	if err != nil {
 		s.failed(c, "reading the cluster", err)
+		return
+	}
+	if why := s.elasticProblem(c, r); why != "" {
+		s.audit(c, c.who.Name, "request", "", "invalid", why)
+		c.private(plain(why))
 		return
 	}
 	if why := s.never(c, snap, r, true); why != "" {
@@ -39,7 +44,7 @@ func (s *Service) request(c *call, spec RequestSpec) {
 	detail := describe(r)
 	if len(r.Approval) > 0 && !s.canApprove(c.who, r.Team) {
 		r.State = records.StateAwaitingApproval
-		if err := s.deps.Requests.PutRequest(c.ctx, r); err != nil {
+		if err := s.putRequest(c, r); err != nil {
 			s.failed(c, "saving your request", err)
 			return
 		}
@@ -66,7 +71,7 @@ func (s *Service) submit(c *call, r records.Request) {
 	r.State = records.StateQueued
 	r.SubmittedAt = c.now
 	r.QueuedAt = c.now
-	if err := s.deps.Requests.PutRequest(c.ctx, r); err != nil {
+	if err := s.putRequest(c, r); err != nil {
 		s.failed(c, "saving "+r.ID, err)
 		return
 	}
@@ -80,12 +85,12 @@ func (s *Service) submit(c *call, r records.Request) {
 	}
 	s.observe(c, events, r.ID)
 	victims := victimsOf(events, r.ID)
-	r, err = s.deps.Requests.GetRequest(c.ctx, r.ID)
+	r, err = s.getRequest(c, r.ID)
 	if err != nil {
 		s.failed(c, "reading "+r.ID, err)
 		return
 	}
-	snap, err := s.deps.Cluster.Snapshot(c.ctx)
+	snap, err := s.snapshot(c)
 	if err != nil {
 		s.failed(c, "reading the cluster", err)
 		return
@@ -95,16 +100,33 @@ func (s *Service) submit(c *call, r records.Request) {
 	if r.State == records.StateQueued {
 		if never {
 			r.KueueSaid = kueueKey(word, true)
+		} else if _, ok := s.provisioningWait(c, r); ok {
+			// It starts when its nodes are provisioned: no queue estimate.
 		} else {
-			e := allocator.EstimateFor(snap, r.ID, s.estimateOptions(c))
-			est = &e
-			posted := toRecord(c.now, e)
-			r.Estimate, r.FirstEstimate = posted, posted
-			if w, ok := s.kueueWord(c, r.ID); ok {
-				r.KueueSaid = kueueKey(w, true)
+			// Its own estimate only, computed outside the write section;
+			// meanwhile others may change it (admit it), so it is read
+			// again after.
+			opts := s.viewOptions(c)
+			var e allocator.Estimate
+			s.outside(c, func() { e = allocator.EstimateFor(snap, r.ID, opts) })
+			if r, err = s.getRequest(c, r.ID); err != nil {
+				s.failed(c, "reading "+r.ID, err)
+				return
+			}
+			if snap, err = s.snapshot(c); err != nil {
+				s.failed(c, "reading the cluster", err)
+				return
+			}
+			if r.State == records.StateQueued && r.Estimate == nil {
+				est = &e
+				posted := toRecord(c.now, e)
+				r.Estimate, r.FirstEstimate = posted, posted
+				if w, ok := s.kueueWord(c, r.ID); ok {
+					r.KueueSaid = kueueKey(w, true)
+				}
 			}
 		}
-		if err := s.deps.Requests.PutRequest(c.ctx, r); err != nil {
+		if err := s.putRequest(c, r); err != nil {
 			s.log.Error("saving estimate", "request", r.ID, "err", err)
 		}
 	}
@@ -126,6 +148,9 @@ func (s *Service) submit(c *call, r records.Request) {
 				card.Text, strings.TrimRight(word.Why, "."), r.ID, r.Channel), contextBlock("Kueue's message: "+word.Raw())))
 			return
 		}
+		if line := s.offerLine(c, snap, r, r.Estimate); line != "" {
+			note += " " + line
+		}
 		c.private(plain(fmt.Sprintf("%s.%s Updates follow in its thread in %s.", card.Text, note, r.Channel)))
 	}
 }
@@ -145,7 +170,7 @@ func victimsOf(events []allocator.Event, id string) []string {
 func (s *Service) preemptionWhy(c *call, r records.Request, victims []string) string {
 	var same, other []string
 	for _, id := range victims {
-		v, err := s.deps.Requests.GetRequest(c.ctx, id)
+		v, err := s.getRequest(c, id)
 		if err != nil || v.Team == r.Team {
 			same = append(same, id)
 		} else {
@@ -297,7 +322,19 @@ func (s *Service) candidateFlavors(r records.Request) []string {
 		return []string{r.Flavor}
 	}
 	q, _ := s.queue(r.Team)
-	return q.Flavors
+	return s.reservedFlavors(q)
+}
+
+// reservedFlavors are q's flavors that work asking for any flavor may
+// use, in order: all but the elastic ones.
+func (s *Service) reservedFlavors(q allocator.Queue) []string {
+	var out []string
+	for _, f := range q.Flavors {
+		if fl, ok := s.flavor(f); !ok || !fl.Elastic {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // approvalNeeds lists why r needs approval under the rules.

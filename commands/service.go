@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"k8s.io/utils/clock"
 
 	"github.com/gpubot/gpubot/allocator"
 	"github.com/gpubot/gpubot/records"
@@ -22,7 +24,13 @@ type Deps struct {
 	IDs      IDSource
 	Audit    AuditLog
 	Usage    UsageLog
-	Clock    Clock
+	// Commit, if set, writes each decision's records, the simulated
+	// cluster's state and the messages it means to send in one
+	// transaction, with an outbox (batch.go). Without it the records are
+	// written one by one and no output is kept.
+	Commit Committer
+	// Clock tells the time (k8s.io/utils/clock); tests pass a fake one.
+	Clock clock.PassiveClock
 }
 
 // Option configures a Service.
@@ -53,28 +61,42 @@ func WithUtilization(u Utilization) Option { return func(s *Service) { s.util = 
 func WithOthers(o Others) Option { return func(s *Service) { s.others = o } }
 
 // Service turns what people type and press, and what the cluster does,
-// into decisions, stored state and replies. It is safe for concurrent use;
-// operations are serialised.
+// into decisions, stored state and replies. It is safe for concurrent use:
+// reads never wait for writes, and writes for different requests do not
+// wait for each other's API calls (concurrency.go says how).
 type Service struct {
 	set     Settings
 	deps    Deps
 	log     *slog.Logger
 	horizon time.Duration
-	tracker Tracker     // optional; nil refuses /gpu track
-	kueue   KueueView   // optional; nil on the simulated cluster
-	zombies ZombieStore // optional; nil makes Sweep a no-op
-	util    Utilization // optional; nil: no idle detection
-	others  Others      // optional; nil: zombies.scope all sweeps gpubot's work only
-	digests Digester    // optional; nil answers that digests are off
-	watch   Clock       // measures how long a command took, for the log
+	tracker Tracker            // optional; nil refuses /gpu track
+	kueue   KueueView          // optional; nil on the simulated cluster
+	zombies ZombieStore        // optional; nil makes Sweep a no-op
+	util    Utilization        // optional; nil: no idle detection
+	others  Others             // optional; nil: zombies.scope all sweeps gpubot's work only
+	digests Digester           // optional; nil answers that digests are off
+	watch   clock.PassiveClock // measures how long a command took, for the log
+	engine  EstimateEngine
+	stepper Stepper // the cluster, when it is one (simulated)
+	// provisioning is optional; nil: provisioning checks are not followed.
+	provisioning Provisioning
 
-	mu       sync.Mutex
-	vocab    Vocabulary
-	cluster  *allocator.Cluster
-	people   map[string]*Person // by lower-case name and by chat ID
-	teams    map[string]*Team
-	prio     map[string]int32
-	lastSync time.Time
+	// Set once by NewService, then only read.
+	vocab   Vocabulary
+	cluster *allocator.Cluster
+	people  map[string]*Person // by lower-case name and by chat ID
+	teams   map[string]*Team
+	prio    map[string]int32
+	handle  stage // the chain every input goes through
+
+	wmu       sync.Mutex // the write section
+	reqs      keyLocks   // one per request being operated on
+	emu       sync.Mutex // one estimate refresh at a time
+	estimates staleness
+	zmu       sync.Mutex // one zombie sweep at a time
+	cache     requestCache
+	vmu       sync.Mutex // publishing views
+	cur       atomic.Pointer[view]
 }
 
 // NewService checks the settings against the cluster and returns a service.
@@ -83,18 +105,21 @@ func NewService(ctx context.Context, set Settings, deps Deps, opts ...Option) (*
 		return nil, errors.New("commands: NewService needs every dependency in Deps")
 	}
 	s := &Service{
-		set:     set,
-		deps:    deps,
-		log:     slog.New(slog.NewTextHandler(io.Discard, nil)),
-		horizon: 30 * 24 * time.Hour,
-		watch:   wallClock{},
-		people:  map[string]*Person{},
-		teams:   map[string]*Team{},
-		prio:    map[string]int32{},
+		set:       set,
+		deps:      deps,
+		log:       slog.New(slog.NewTextHandler(io.Discard, nil)),
+		horizon:   30 * 24 * time.Hour,
+		people:    map[string]*Person{},
+		teams:     map[string]*Team{},
+		prio:      map[string]int32{},
+		engine:    allocator.NewEstimator(),
+		watch:     clock.RealClock{},
+		estimates: newStaleness(),
 	}
 	for _, o := range opts {
 		o(s)
 	}
+	s.stepper, _ = deps.Cluster.(Stepper)
 	if s.set.EndWarning <= 0 {
 		s.set.EndWarning = 15 * time.Minute
 	}
@@ -122,11 +147,16 @@ func NewService(ctx context.Context, set Settings, deps Deps, opts ...Option) (*
 	if s.set.DefaultPriority == "" {
 		s.set.DefaultPriority = s.set.Priorities[0].Name
 	}
+	if err := s.cache.load(ctx, deps.Requests); err != nil {
+		return nil, err
+	}
 	snap, err := deps.Cluster.Snapshot(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reading the cluster: %w", err)
 	}
 	s.cluster = snap.Cluster()
+	s.cur.Store(&view{snap: snap})
+	s.estimates.changed()
 	s.vocab = Vocabulary{Teams: teamNames(s.set.Teams), Templates: s.set.Templates}
 	for _, f := range s.cluster.Flavors {
 		s.vocab.Flavors = append(s.vocab.Flavors, f.Name)
@@ -139,6 +169,7 @@ func NewService(ctx context.Context, set Settings, deps Deps, opts ...Option) (*
 			return nil, fmt.Errorf("commands: team %s has no queue in the cluster", t.Name)
 		}
 	}
+	s.handle = chain(s.dispatch, s.logged, s.recovering("handling input", answerPanic), s.identify, s.understand, s.locking, s.authorize, s.audited)
 	return s, nil
 }
 
@@ -184,15 +215,35 @@ type call struct {
 	// changed is set when the cluster changed during the call, which
 	// makes waiting requests' estimates worth refreshing.
 	changed bool
-	// verb, target and outcome are what the call's log line says: set
-	// by handle and by every audit entry (the last one wins).
-	verb, target, outcome string
+	// logVerb, logTarget and outcome are what the call's log line says:
+	// set by understand and by every audit entry (the last one wins).
+	logVerb, logTarget, outcome string
 	// manualVictims are the workloads an admin's preempt evicts in this
 	// call: their preemption is audited as the admin's, not gpubot's.
 	manualVictims []string
 	// kueue is the KueueView's report, read at most once between two
 	// operations on the cluster (see kueueReport).
 	kueue *KueueReport
+	// snap is the cluster as this call last read it (see snapshot).
+	snap *allocator.Snapshot
+	// What the input is: the command (typed, or the verb of a press), the
+	// action on a request, and that request as authorize read it.
+	cmd    *Command
+	act    *Action
+	target *records.Request
+	// writing is set in the write section; holds names the request whose
+	// lock the call holds.
+	writing bool
+	holds   string
+	// republish makes leaving the write section publish a new view even
+	// if nothing changed (time moved).
+	republish bool
+	audits    int // audit entries written
+	// w are the call's writes not yet committed; committed counts the
+	// outputs already in the outbox (or not to be kept).
+	w         pending
+	committed int
+	handled   bool // the input's delivery left the inbox with a commit
 }
 
 func (c *call) private(r Reply)  { c.outs = append(c.outs, private(r)) }
@@ -200,62 +251,28 @@ func (c *call) emit(o ...Output) { c.outs = append(c.outs, o...) }
 
 // Handle answers one input. It never panics and always says something to
 // the sender.
-func (s *Service) Handle(ctx context.Context, in Input) (outs []Output) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+func (s *Service) Handle(ctx context.Context, in Input) []Output {
 	c := &call{ctx: ctx, now: s.deps.Clock.Now(), in: in}
-	began := s.watch.Now()
-	defer func() { s.logCall(c, s.watch.Now().Sub(began)) }()
-	defer func() {
-		if v := recover(); v != nil {
-			c.outcome = "error"
-			ref := fmt.Sprintf("E%d", c.now.UnixNano()%1_000_000)
-			s.log.Error("panic handling input", "ref", ref, "user", in.User, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-			outs = append(c.outs, private(plain(fmt.Sprintf("Something went wrong on gpubot's side while handling that (ref %s). The operator's log has the details; please try again.", ref))))
-		}
-	}()
 	s.handle(c)
-	if c.changed {
-		s.refreshEstimates(c)
-		s.lastSync = c.now
-	}
 	if len(c.outs) == 0 {
 		c.private(plain("Done."))
 	}
+	s.flush(c)
 	return c.outs
 }
 
-func (s *Service) handle(c *call) {
-	who, ok := s.who(c.in.User)
-	action, target := "command", ""
-	switch {
-	case c.in.Unreadable != nil:
-		action, target = c.in.Unreadable.What, c.in.Unreadable.Target
-	case c.in.Action != nil:
-		action, target = string(c.in.Action.Name), c.in.Action.Request
-		c.verb, c.target = "button:"+action, target
-	}
-	if !ok {
-		s.audit(c, c.in.User, action, target, "refused", "unknown user")
-		c.private(plain(fmt.Sprintf("I don't know who you are (%s). Ask a gpubot admin to add your Slack user ID to the people in gpubot's config.", c.in.User)))
+// dispatch runs the verb, after the middleware (see middleware.go).
+func (s *Service) dispatch(c *call) {
+	cmd := c.cmd
+	if c.act != nil {
+		switch c.act.Name {
+		case VerbKeep:
+			s.keep(c, *c.act)
+		default:
+			s.act(c, *c.act, *c.target)
+		}
 		return
 	}
-	c.who = who
-	if u := c.in.Unreadable; u != nil {
-		s.unreadable(c, *u)
-		return
-	}
-	if c.in.Action != nil {
-		s.press(c, *c.in.Action)
-		return
-	}
-	cmd, err := Parse(c.in.Text, s.vocab)
-	if err != nil {
-		s.audit(c, who.Name, "command", "", "invalid", err.Error())
-		c.private(parseErrorReply(err))
-		return
-	}
-	c.verb, c.target, c.outcome = string(cmd.Verb), cmd.ID, "ok"
 	switch cmd.Verb {
 	case VerbRequest:
 		s.request(c, *cmd.Spec)
@@ -273,15 +290,6 @@ func (s *Service) handle(c *call) {
 		s.capacity(c)
 	case VerbUsage:
 		s.usage(c, cmd.Team, cmd.Days)
-	case VerbCancel, VerbRelease, VerbApprove, VerbPreempt:
-		s.act(c, Action{Name: cmd.Verb, Request: cmd.ID})
-	case VerbExtend:
-		// In minutes: fmtDuration shows days without their minutes.
-		s.act(c, Action{Name: cmd.Verb, Request: cmd.ID, Arg: fmt.Sprintf("%dm", cmd.Duration/time.Minute)})
-	case VerbDeny:
-		s.act(c, Action{Name: cmd.Verb, Request: cmd.ID, Arg: cmd.Reason})
-	case VerbKeep:
-		s.keep(c, Action{Name: VerbKeep, Request: cmd.ID})
 	case VerbTrack:
 		s.track(c, cmd.Namespace, cmd.Job)
 	case VerbDigest, VerbReport:
@@ -290,19 +298,6 @@ func (s *Service) handle(c *call) {
 		c.private(helpReply(cmd.Topic))
 	default:
 		c.private(plain(fmt.Sprintf("%s is not implemented yet.", cmd.Verb)))
-	}
-}
-
-// press handles a button.
-func (s *Service) press(c *call, a Action) {
-	switch a.Name {
-	case VerbApprove, VerbDeny, VerbPreempt, VerbCancel, VerbRelease, VerbExtend:
-		s.act(c, a)
-	case VerbKeep:
-		s.keep(c, a)
-	default:
-		s.audit(c, c.who.Name, string(a.Name), a.Request, "invalid", "unknown button")
-		c.private(plain(fmt.Sprintf("That button (%q) is not one gpubot knows; nothing was changed.", a.Name)))
 	}
 }
 
@@ -340,23 +335,36 @@ func (s *Service) audit(c *call, actor, action, target, outcome, detail string) 
 	e := records.AuditEntry{At: c.now, Actor: actor, Action: action, Target: target, Outcome: outcome, Detail: detail}
 	c.outcome = outcome
 	if target != "" {
-		c.target = target
+		c.logTarget = target
 	}
 	if c.in.Action != nil {
 		e.Via = "button"
 	}
-	if _, err := s.deps.Audit.AppendAudit(c.ctx, e); err != nil {
-		s.log.Error("appending to the audit log", "err", err, "action", action, "target", target)
-	}
+	c.audits++
+	c.w.audit = append(c.w.audit, e)
 }
 
 // apply carries out op in the cluster. Any change there can move the
 // estimates of waiting requests, so a successful op marks the call as
 // changed, even when it caused no event.
+//
+// It runs in the write section. On a cluster that is not a Stepper (an
+// API call to Kubernetes) it leaves the section for the call, holding
+// only the request's lock, so that other writes go on meanwhile; the
+// caller reads its request again afterwards.
 func (s *Service) apply(c *call, op Op) ([]allocator.Event, error) {
 	began := s.watch.Now()
+	if s.stepper == nil && c.writing {
+		// Persist, then act: what the call decided so far is durable
+		// before the API call.
+		if err := s.commit(c, true); err != nil {
+			return nil, fmt.Errorf("saving before acting: %w", err)
+		}
+		s.wmu.Unlock()
+		defer s.wmu.Lock()
+	}
 	events, err := s.deps.Cluster.Apply(c.ctx, op)
-	c.kueue = nil
+	c.kueue, c.snap = nil, nil
 	if err == nil {
 		c.changed = true
 	}

@@ -1,6 +1,9 @@
 package commands_test
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -11,6 +14,7 @@ import (
 
 	"github.com/gpubot/gpubot/commands"
 	"github.com/gpubot/gpubot/records"
+	"github.com/gpubot/gpubot/store"
 )
 
 // decided is the part of a request that the decision on it sets.
@@ -667,11 +671,12 @@ func TestInputsThatAreNotActions(t *testing.T) {
 }
 
 // TestHandlerPanic: a panic while handling gives the sender a plain
-// answer, is logged with its stack, and leaves the service usable.
+// answer, is logged with its stack, and leaves the service usable (the
+// write section it panicked in is left).
 func TestHandlerPanic(t *testing.T) {
 	e := newEnv(t, parse(t, small))
 	e.cluster.panicSnapshot = true
-	outs := e.do("alice", "capacity")
+	outs := e.do("alice", "request 8xh100 for 1h")
 	diff(t, "destinations", []string{"sender"}, dests(outs))
 	check(t, outs, want{"sender", "Something went wrong on gpubot's side while handling that (ref E"})
 	checkNot(t, outs, want{"sender", "snapshot exploded"}, want{"sender", "goroutine"})
@@ -695,6 +700,7 @@ func TestHandlerPanic(t *testing.T) {
 
 	e.cluster.panicSnapshot = false
 	check(t, e.do("alice", "capacity"), want{"sender", "Capacity now, per flavor."})
+	check(t, e.do("alice", "request 8xh100 for 1h"), want{"channel #nlp r1", "r1 running"})
 }
 
 func slicesContains[T comparable](xs []T, x T) bool {
@@ -728,4 +734,74 @@ func TestDenyButtonReasonLimit(t *testing.T) {
 	}
 	got := e.lastAudit()
 	diff(t, "last audit entry", []string{"bob", "deny", "r1", "invalid"}, []string{got.Actor, got.Action, got.Target, got.Outcome})
+}
+
+// failingGets is a RequestStore whose GetRequest fails as a closed store
+// does, once armed.
+type failingGets struct {
+	commands.RequestStore
+	armed bool
+}
+
+func (f *failingGets) GetRequest(ctx context.Context, id string) (records.Request, error) {
+	if f.armed {
+		return records.Request{}, fmt.Errorf("getting request %s: %w", id, store.ErrClosed)
+	}
+	return f.RequestStore.GetRequest(ctx, id)
+}
+
+// TestAStoreFailureIsNotAMissingRequest: a store that cannot be read says
+// so; only a request the store does not have is "no request".
+func TestAStoreFailureIsNotAMissingRequest(t *testing.T) {
+	f := &failingGets{}
+	e := newEnv(t, parse(t, small), withRequests(func(rs commands.RequestStore) commands.RequestStore { f.RequestStore = rs; return f }))
+	e.do("alice", "request 8xh100 for 1h")
+	check(t, e.do("alice", "cancel r9"), want{"sender", "There is no request r9."})
+	f.armed = true
+	for _, text := range []string{"cancel r1", "status r1"} {
+		outs := e.do("alice", text)
+		check(t, outs, want{"sender", "failed on gpubot's side"})
+		checkNot(t, outs, want{"sender", "There is no request"})
+	}
+	f.armed = false
+	if r := e.req("r1"); r.State != records.StateRunning {
+		t.Errorf("r1 is %s after a failed read; want it left running", r.State)
+	}
+}
+
+// failingCommit fails the next commits, as a full disk would.
+type failingCommit struct {
+	commands.Committer
+	fail int
+}
+
+func (f *failingCommit) Commit(ctx context.Context, w records.Writes, at time.Time) ([]uint64, error) {
+	if f.fail > 0 {
+		f.fail--
+		return nil, fmt.Errorf("committing: %w", errors.New("no space left on device"))
+	}
+	return f.Committer.Commit(ctx, w, at)
+}
+
+// TestAFailedCommitKeepsNothing: when the decision cannot be saved, the
+// sender is told so, no record is kept, and the simulated cluster drops
+// the change it made (the cleanup checks the cluster against the
+// records); the next try works.
+func TestAFailedCommitKeepsNothing(t *testing.T) {
+	f := &failingCommit{}
+	e := newEnv(t, parse(t, small), func(o *envOptions) {
+		o.commit = func(c commands.Committer) commands.Committer { f.Committer = c; return f }
+	})
+	e.do("alice", "request 8xh100 for 1h")
+	f.fail = 1
+	outs := e.do("alice", "release r1")
+	diff(t, "destinations", []string{"sender"}, dests(outs))
+	check(t, outs, want{"sender", "Sorry, saving that failed on gpubot's side"})
+	if r := e.req("r1"); r.State != records.StateRunning {
+		t.Errorf("r1 is %s after a release that could not be saved; want it running", r.State)
+	}
+	if ws := e.workloads(); len(ws) != 1 {
+		t.Errorf("workloads %v, want r1 still running", ws)
+	}
+	check(t, e.do("alice", "release r1"), want{"sender", "r1: released by alice"})
 }

@@ -62,6 +62,9 @@ type Settings struct {
 	Location *time.Location
 	// Zombies is the policy of the zombie sweep (see Service.Sweep).
 	Zombies ZombiePolicy
+	// Elastic says when spot and provisioned capacity is offered and what
+	// it may cost (see ElasticSettings).
+	Elastic ElasticSettings
 }
 
 // ZombiePolicy says what counts as a zombie (admitted work holding GPUs

@@ -25,6 +25,7 @@ var usages = map[Verb]string{
 	VerbDeny:     `deny <id> [reason]`,
 	VerbPreempt:  `preempt <id>`,
 	VerbKeep:     `keep <id>`,
+	VerbSwitch:   `switch <id> <flavor>`,
 	VerbDigest:   `digest [<team>]`,
 	VerbReport:   `report`,
 	VerbHelp:     `help [<verb>]`,
@@ -62,6 +63,8 @@ func verbExample(verb Verb, v Vocabulary) string {
 		return "/gpu usage " + team + " 30d"
 	case VerbExtend:
 		return "/gpu extend r12 2h"
+	case VerbSwitch:
+		return "/gpu switch r12 " + flavor
 	case VerbKeep:
 		return "/gpu keep r12"
 	case VerbDeny:

@@ -75,7 +75,7 @@ func (s *Service) track(c *call, namespace, job string) {
 		t.Reason = "tracked " + target
 	}
 	r := s.fromTracked(c, t)
-	if err := s.deps.Requests.PutRequest(c.ctx, r); err != nil {
+	if err := s.putRequest(c, r); err != nil {
 		s.failed(c, "saving "+id, err)
 		return
 	}
@@ -90,21 +90,20 @@ func (s *Service) track(c *call, namespace, job string) {
 // followed like any request. Workloads whose ID the store has are left
 // alone. It returns the cards to post.
 func (s *Service) Adopt(ctx context.Context, ws []Tracked) []Output {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	c := &call{ctx: ctx, now: s.deps.Clock.Now(), who: &Person{Name: "gpubot"}}
+	defer s.enter(c)()
 	for _, t := range ws {
 		if t.ID == "" {
 			continue
 		}
-		if _, err := s.deps.Requests.GetRequest(ctx, t.ID); err == nil {
+		if _, err := s.getRequest(c, t.ID); err == nil {
 			continue
 		}
 		if t.Origin == "" {
 			t.Origin = "adopted"
 		}
 		r := s.fromTracked(c, t)
-		if err := s.deps.Requests.PutRequest(ctx, r); err != nil {
+		if err := s.putRequest(c, r); err != nil {
 			s.log.Error("adopting workload", "request", t.ID, "err", err)
 			continue
 		}

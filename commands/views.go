@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -17,9 +18,13 @@ const maxRows = 25
 // status shows the sender's requests, or one request.
 func (s *Service) status(c *call, id string) {
 	if id != "" {
-		r, err := s.deps.Requests.GetRequest(c.ctx, id)
-		if err != nil {
+		r, err := s.getRequest(c, id)
+		switch {
+		case errors.Is(err, ErrNotFound):
 			c.private(plain(fmt.Sprintf("There is no request %s. /gpu status lists yours.", id)))
+			return
+		case err != nil:
+			s.failed(c, "reading "+id, err)
 			return
 		}
 		reply := s.card(c, r, nil)
@@ -31,7 +36,7 @@ func (s *Service) status(c *call, id string) {
 		return
 	}
 	since := c.now.Add(-24 * time.Hour)
-	mine, err := s.deps.Requests.ListRequests(c.ctx, func(r records.Request) bool {
+	mine, err := s.listRequests(c, func(r records.Request) bool {
 		return strings.EqualFold(r.Requester, c.who.Name) && (!r.State.Final() || r.EndedAt.After(since))
 	})
 	if err != nil {
@@ -71,12 +76,12 @@ func (s *Service) statusWhen(r records.Request) string {
 
 // queueView lists pending work in admission order.
 func (s *Service) queueView(c *call, team, flavor string) {
-	snap, err := s.deps.Cluster.Snapshot(c.ctx)
+	snap, err := s.snapshot(c)
 	if err != nil {
 		s.failed(c, "reading the cluster", err)
 		return
 	}
-	ests := allocator.Estimates(snap, s.estimateOptions(c))
+	ests := s.view().ests // the latest; a request they do not know yet shows its posted one
 	var rows [][]string
 	counts := map[allocator.Reason]int{}
 	n := 0
@@ -89,7 +94,7 @@ func (s *Service) queueView(c *call, team, flavor string) {
 	}
 	for _, id := range snap.Order() {
 		w, _ := snap.Workload(id)
-		r, err := s.deps.Requests.GetRequest(c.ctx, id)
+		r, err := s.getRequest(c, id)
 		if err != nil {
 			r = records.Request{ID: id, Team: w.Queue, GPUs: w.GPUs, Flavor: w.Flavor, Requester: "?"}
 		}
@@ -100,9 +105,15 @@ func (s *Service) queueView(c *call, team, flavor string) {
 			continue
 		}
 		n++
-		e := ests[id]
-		why, starts, says := string(e.Reason), s.estimateWindow(toRecord(c.now, e)), ""
-		if _, res := snap.DiagnoseResource(id); e.Reason != allocator.ReasonPriority {
+		e, estimated := ests[id]
+		posted := toRecord(c.now, e)
+		reason, res := snap.DiagnoseResource(id)
+		if !estimated {
+			posted = r.Estimate
+			e.Reason = reason
+		}
+		why, starts, says := string(e.Reason), s.estimateWindow(posted), ""
+		if e.Reason != allocator.ReasonPriority {
 			why = withResource(e.Reason, res)
 		}
 		if word, ok := s.kueueWord(c, id); ok {
@@ -132,7 +143,7 @@ func (s *Service) queueView(c *call, team, flavor string) {
 			rows = append(rows, row)
 		}
 	}
-	held, _ := s.deps.Requests.ListRequests(c.ctx, func(r records.Request) bool {
+	held, _ := s.listRequests(c, func(r records.Request) bool {
 		return r.State == records.StateAwaitingApproval && (team == "" || r.Team == team) && (flavor == "" || slices.Contains(s.candidateFlavors(r), flavor))
 	})
 	scope := "the cluster"
@@ -220,7 +231,7 @@ func policyWords(p allocator.Policy) string {
 
 // capacity shows per-flavor capacity and fragmentation.
 func (s *Service) capacity(c *call) {
-	snap, err := s.deps.Cluster.Snapshot(c.ctx)
+	snap, err := s.snapshot(c)
 	if err != nil {
 		s.failed(c, "reading the cluster", err)
 		return
@@ -275,8 +286,20 @@ func (s *Service) capacityNotes(c *call, snap *allocator.Snapshot) []Block {
 	for _, f := range rep.Flavors {
 		topo[f.Flavor] = f.Topology
 	}
+	var elastic []string
+	for _, t := range s.set.Elastic.Flavors {
+		switch t.Capacity {
+		case CapacitySpot:
+			elastic = append(elastic, t.Flavor+" is spot capacity (its nodes may be reclaimed)")
+		case CapacityProvisioned:
+			elastic = append(elastic, fmt.Sprintf("%s is provisioned on demand through admission check %s (its nodes exist only while provisioned work runs)", t.Flavor, t.AdmissionCheck))
+		}
+	}
+	if len(elastic) > 0 {
+		out = append(out, section("Elastic flavors: "+strings.Join(elastic, "; ")+". Only requests switched to them (or asking for them by name) run there; /gpu help switch says how."))
+	}
 	for _, f := range snap.Capacity(nil) {
-		if f.Nodes > 0 || quota[f.Flavor] == 0 {
+		if f.Nodes > 0 || quota[f.Flavor] == 0 || s.set.Elastic.terms(f.Flavor).Capacity == CapacityProvisioned {
 			continue
 		}
 		text := fmt.Sprintf("%s has no nodes, and its teams have %d GPUs of nominal quota on it (%s). Quota without nodes is a real state, an autoscaled node pool at zero for example",
@@ -298,13 +321,18 @@ func (s *Service) capacityNotes(c *call, snap *allocator.Snapshot) []Block {
 }
 
 // mix is the share of recent requests by pod size.
+// Reads use the mix the refresher last computed with the estimates.
 func (s *Service) mix(c *call) allocator.Mix {
-	since := c.now.Add(-MixWindow)
-	recent, err := s.deps.Requests.ListRequests(c.ctx, func(r records.Request) bool { return r.CreatedAt.After(since) })
-	if err != nil {
-		return nil
+	if v := s.view(); !c.writing && !v.estAt.IsZero() {
+		return v.mix
 	}
-	return RequestMix(s.cluster, recent)
+	return s.requestMix(c)
+}
+
+// requestMix computes the share of recent requests by pod size.
+func (s *Service) requestMix(c *call) allocator.Mix {
+	since := c.now.Add(-MixWindow)
+	return RequestMix(s.cluster, s.readRequests(c, func(r records.Request) bool { return r.CreatedAt.After(since) }, false))
 }
 
 // RequestMix is the share of requests by pod size (the p_k of
@@ -358,7 +386,7 @@ func (s *Service) usage(c *call, team string, days int) {
 		s.failed(c, "reading usage", err)
 		return
 	}
-	running, _ := s.deps.Requests.ListRequests(c.ctx, func(r records.Request) bool { return r.State == records.StateRunning })
+	running, _ := s.listRequests(c, func(r records.Request) bool { return r.State == records.StateRunning })
 	for _, r := range running {
 		recs = append(recs, records.UsageRecord{Request: r.ID, Team: r.Team, Requester: r.Requester, Flavor: r.AdmittedFlavor, GPUs: r.GPUs, Start: r.AdmittedAt, End: c.now})
 	}
@@ -374,7 +402,7 @@ func (s *Service) usage(c *call, team string, days int) {
 			total += h
 		}
 	}
-	snap, err := s.deps.Cluster.Snapshot(c.ctx)
+	snap, err := s.snapshot(c)
 	if err != nil {
 		s.failed(c, "reading the cluster", err)
 		return
@@ -388,11 +416,16 @@ func (s *Service) usage(c *call, team string, days int) {
 		drs = drs || st.Dominant != nil
 		used, nominal, borrowed := 0, 0, 0
 		for f := range st.Used {
+			if fl, _ := s.flavor(f); fl.Elastic {
+				continue // elastic capacity is not the team's standing
+			}
 			used += st.Used[f]
 			borrowed += st.Borrowing[f]
 		}
 		for f := range st.Nominal {
-			nominal += st.Nominal[f]
+			if fl, _ := s.flavor(f); !fl.Elastic {
+				nominal += st.Nominal[f]
+			}
 		}
 		share := 0.0
 		if all > 0 {
@@ -438,7 +471,7 @@ func (s *Service) usage(c *call, team string, days int) {
 
 // calibration scores first estimates against actual starts since from.
 func (s *Service) calibration(c *call, from time.Time, team string) string {
-	started, err := s.deps.Requests.ListRequests(c.ctx, func(r records.Request) bool {
+	started, err := s.listRequests(c, func(r records.Request) bool {
 		return !r.AdmittedAt.IsZero() && r.AdmittedAt.After(from) && r.Preemptions == 0 && r.FirstEstimate != nil && r.FirstEstimate.Known &&
 			!r.FirstEstimate.At.After(r.AdmittedAt) && (team == "" || r.Team == team)
 	})

@@ -17,7 +17,7 @@ func (s *Service) whatIf(c *call, spec RequestSpec) {
 		c.private(plain(problem))
 		return
 	}
-	snap, err := s.deps.Cluster.Snapshot(c.ctx)
+	snap, err := s.snapshot(c)
 	if err != nil {
 		s.failed(c, "reading the cluster", err)
 		return
@@ -51,7 +51,7 @@ func (s *Service) whatIf(c *call, spec RequestSpec) {
 		}
 		head = fmt.Sprintf("If requested now, %s would start at once on %s%s.", what, placement(r), by)
 	} else {
-		e := allocator.EstimateFor(sim, r.ID, s.estimateOptions(c))
+		e := allocator.EstimateFor(sim, r.ID, s.viewOptions(c))
 		head = fmt.Sprintf("If requested now, %s would be queued: %s.", what, s.estimateText(toRecord(c.now, e)))
 		if approx := s.approximate(c, r.Team); approx != "" {
 			lines = append(lines, "The estimate is "+approx+".")
@@ -90,7 +90,7 @@ func (s *Service) whatIfCapacity(c *call, d CapacityDelta) {
 		c.private(plain(fmt.Sprintf("Only admins (%s) can ask what-ifs about capacity. Nothing was changed.", strings.Join(s.admins(), ", "))))
 		return
 	}
-	snap, err := s.deps.Cluster.Snapshot(c.ctx)
+	snap, err := s.snapshot(c)
 	if err != nil {
 		s.failed(c, "reading the cluster", err)
 		return
@@ -105,7 +105,7 @@ func (s *Service) whatIfCapacity(c *call, d CapacityDelta) {
 		c.private(plain(err.Error()))
 		return
 	}
-	opts := s.estimateOptions(c)
+	opts := s.viewOptions(c)
 	before := allocator.Estimates(snap, opts)
 	changed.Schedule()
 	after := allocator.Estimates(changed, opts)

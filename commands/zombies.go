@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -103,40 +102,37 @@ const (
 // timeline. It is the body of the zombie sweep (zombies.schedule); the
 // outputs are for the bot runtime to deliver. Without WithZombies it does
 // nothing.
-func (s *Service) Sweep(ctx context.Context, now time.Time) (outs []Output) {
+func (s *Service) Sweep(ctx context.Context, now time.Time) []Output {
 	if s.zombies == nil {
 		return nil
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.zmu.Lock()
+	defer s.zmu.Unlock()
 	c := &call{ctx: ctx, now: now, who: &Person{Name: "gpubot"}}
-	defer func() {
-		if v := recover(); v != nil {
-			s.log.Error("panic sweeping for zombies", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-		}
-		// A sweep has no sender to answer.
-		outs = slices.DeleteFunc(slices.Clone(c.outs), func(o Output) bool { return o.To.Kind == ToSender })
-	}()
-	s.sweepZombies(c)
-	if c.changed {
-		s.refreshEstimates(c)
-		s.lastSync = c.now
-	}
-	return nil // set by the deferred function
+	chain(s.sweepZombies, s.recovering("sweeping for zombies", nil))(c)
+	// A sweep has no sender to answer.
+	return slices.DeleteFunc(slices.Clone(c.outs), func(o Output) bool { return o.To.Kind == ToSender })
 }
 
+// sweepZombies measures GPU use outside the write section (a Prometheus
+// query), then decides in it, on the requests as they are then.
 func (s *Service) sweepZombies(c *call) {
 	pol := s.set.Zombies
+	subjects, _, ok := s.subjects(c)
+	if !ok {
+		return
+	}
+	util, utilOK := s.measure(c, subjects)
+	defer s.enter(c)()
 	subjects, othersOK, ok := s.subjects(c)
 	if !ok {
 		return
 	}
-	recent, err := s.zombies.Zombies(c.ctx, c.now.Add(-pol.KeepFor), c.now.Add(time.Nanosecond))
+	recent, err := s.listZombies(c, c.now.Add(-pol.KeepFor), c.now.Add(time.Nanosecond))
 	if err != nil {
 		s.log.Error("listing zombies", "err", err)
 		return
 	}
-	util, utilOK := s.measure(c, subjects)
 	open := map[string]records.Zombie{}
 	for _, z := range recent {
 		if z.Outcome == records.ZombieOpen {
@@ -202,12 +198,12 @@ func kept(recent []records.Zombie, key string, kind records.ZombieKind) bool {
 // false when work gpubot does not follow should have been looked at but
 // could not be listed; ok is false when nothing can be looked at.
 func (s *Service) subjects(c *call) (out map[string]subject, othersOK, ok bool) {
-	running, err := s.deps.Requests.ListRequests(c.ctx, func(r records.Request) bool { return r.State == records.StateRunning })
+	running, err := s.listRequests(c, func(r records.Request) bool { return r.State == records.StateRunning })
 	if err != nil {
 		s.log.Error("listing running requests for the zombie sweep", "err", err)
 		return nil, false, false
 	}
-	snap, err := s.deps.Cluster.Snapshot(c.ctx)
+	snap, err := s.snapshot(c)
 	if err != nil {
 		s.log.Error("reading the cluster for the zombie sweep", "err", err)
 		return nil, false, false

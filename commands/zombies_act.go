@@ -31,7 +31,7 @@ func (s *Service) zombieFound(c *call, sub subject, f finding) {
 	if !direct {
 		z.LeadsToldAt = c.now
 	}
-	z, err := s.zombies.PutZombie(c.ctx, z)
+	z, err := s.putZombie(c, z)
 	if err != nil {
 		s.log.Error("saving a zombie finding", "work", sub.key, "kind", string(f.kind), "err", err)
 		return
@@ -57,7 +57,7 @@ func (s *Service) escalate(c *call, z records.Zombie, sub subject) {
 			return
 		}
 		z.LeadsToldAt = c.now
-		if _, err := s.zombies.PutZombie(c.ctx, z); err != nil {
+		if _, err := s.putZombie(c, z); err != nil {
 			s.log.Error("saving a zombie", "zombie", z.ID, "err", err)
 			return
 		}
@@ -68,7 +68,12 @@ func (s *Service) escalate(c *call, z records.Zombie, sub subject) {
 	if !pol.Release || c.now.Before(z.LeadsToldAt.Add(pol.ReleaseGrace)) || s.whyNotRelease(z, sub) != "" {
 		return
 	}
-	r, err := s.deps.Requests.GetRequest(c.ctx, sub.req.ID)
+	unlock, free := s.tryRequest(c, sub.req.ID)
+	if !free {
+		return // someone is acting on it: the next sweep looks again
+	}
+	defer unlock()
+	r, err := s.getRequest(c, sub.req.ID)
 	if err != nil || r.State != records.StateRunning {
 		return
 	}
@@ -76,7 +81,7 @@ func (s *Service) escalate(c *call, z records.Zombie, sub subject) {
 	c.who = &Person{Name: "gpubot"}
 	s.stop(c, r, VerbRelease) // resolves z as auto-released
 	c.who = who
-	if got, err := s.zombies.GetZombie(c.ctx, z.ID); err == nil && got.Outcome == records.ZombieAutoReleased {
+	if got, err := s.getZombie(c, z.ID); err == nil && got.Outcome == records.ZombieAutoReleased {
 		c.emit(s.dm(sub.owner, plain(fmt.Sprintf("gpubot released your request %s: %s, and nobody answered since %s (zombie check %s). Request again if you still need GPUs.",
 			r.ID, z.Detail, s.clock(z.FoundAt), z.ID))))
 	}
@@ -207,7 +212,7 @@ func (s *Service) what(sub subject) string {
 // where z was discussed.
 func (s *Service) resolveZombie(c *call, z records.Zombie, outcome records.ZombieOutcome, by, text string) {
 	z.Outcome, z.ResolvedAt, z.ResolvedBy = outcome, c.now, by
-	if _, err := s.zombies.PutZombie(c.ctx, z); err != nil {
+	if _, err := s.putZombie(c, z); err != nil {
 		s.log.Error("saving a zombie", "zombie", z.ID, "outcome", string(outcome), "err", err)
 		return
 	}
@@ -232,7 +237,7 @@ func (s *Service) zombieGone(c *call, z records.Zombie) {
 		// new check, if still wasted, is about the request).
 		text = fmt.Sprintf("It is no longer admitted work outside gpubot (it ended, or is tracked now); zombie check %s closed.", z.ID)
 	} else {
-		if r, err := s.deps.Requests.GetRequest(c.ctx, z.Request); err == nil && r.State == records.StateQueued {
+		if r, err := s.getRequest(c, z.Request); err == nil && r.State == records.StateQueued {
 			outcome = records.ZombieEvicted
 		}
 	}
@@ -244,7 +249,7 @@ func (s *Service) openZombiesOf(c *call, id string) []records.Zombie {
 	if s.zombies == nil {
 		return nil
 	}
-	zs, err := s.zombies.Zombies(c.ctx, c.now, c.now.AddDate(1000, 0, 0))
+	zs, err := s.listZombies(c, c.now, c.now.AddDate(1000, 0, 0))
 	if err != nil {
 		s.log.Error("listing zombies", "request", id, "err", err)
 		return nil
@@ -329,7 +334,7 @@ func (s *Service) zombieOf(c *call, a Action) (records.Zombie, bool) {
 		id = a.Request
 	}
 	if id != "" {
-		z, err := s.zombies.GetZombie(c.ctx, id)
+		z, err := s.getZombie(c, id)
 		return z, err == nil
 	}
 	zs := s.openZombiesOf(c, a.Request)

@@ -2,7 +2,6 @@ package commands_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -39,7 +38,7 @@ teams: [{name: nlp, leads: [bob], members: [alice], quota: {h100: {nominal: 4000
 		}
 		b.Cleanup(func() { db.Close() })
 		clk := clocktesting.NewFakeClock(t0)
-		sim, _, err := simcluster.New(ctx, cfg.Cluster(), db, clk, func(err error) bool { return errors.Is(err, store.ErrNotFound) })
+		sim, _, err := simcluster.New(ctx, cfg.Cluster(), db, clk)
 		if err != nil {
 			b.Fatal(err)
 		}

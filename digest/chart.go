@@ -1,19 +1,12 @@
 package digest
 
 import (
-	"bytes"
 	"fmt"
 	"sort"
 	"strings"
 	"time"
 
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
-	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
-
+	"github.com/gpubot/gpubot/chart"
 	"github.com/gpubot/gpubot/commands"
 	"github.com/gpubot/gpubot/records"
 )
@@ -137,33 +130,11 @@ func (cd chartData) alt() string {
 // draw renders the chart: stacked GPU-hours bars above, grouped p95 wait
 // bars below.
 func (cd chartData) draw() ([]byte, error) {
-	top, bottom := plot.New(), plot.New()
-	top.Title.Text = cd.title
-	top.Y.Label.Text = "GPU-hours"
-	top.Legend.Top, top.Legend.Left = true, true
-	top.NominalX(cd.days...)
-	width := vg.Points(28)
-	var below *plotter.BarChart
+	top := chart.Panel{Title: cd.title, YLabel: "GPU-hours", Categories: cd.days,
+		LegendTop: true, LegendLeft: true, YMin: chart.At(0), YHeadroom: 0.15} // room for the legend
 	for i, k := range cd.keys {
-		bars, err := plotter.NewBarChart(plotter.Values(cd.hours[k]), width)
-		if err != nil {
-			return nil, fmt.Errorf("charting GPU-hours of %s: %w", k, err)
-		}
-		bars.Color = plotutil.Color(i)
-		bars.LineStyle.Width = 0
-		if below != nil {
-			bars.StackOn(below)
-		}
-		below = bars
-		top.Add(bars)
-		top.Legend.Add(k, bars)
+		top.Bars = append(top.Bars, chart.Bars{Name: k, Values: cd.hours[k], Style: i, Width: 28, Stacked: true})
 	}
-	top.Add(plotter.NewGrid())
-	top.Y.Min = 0
-	top.X.Min, top.X.Max = -0.6, float64(len(cd.days))-0.4
-	top.Y.Max = max(top.Y.Max*1.15, 1) // room for the legend
-
-	bottom.NominalX(cd.days...)
 	unit, name := time.Minute, "minutes"
 	for _, p := range cd.prios {
 		for _, v := range cd.p95[p] {
@@ -172,49 +143,17 @@ func (cd chartData) draw() ([]byte, error) {
 			}
 		}
 	}
-	bottom.Y.Label.Text = "p95 wait, " + name
-	bottom.Legend.Top, bottom.Legend.Left = true, true
-	bw := vg.Points(10)
+	bottom := chart.Panel{YLabel: "p95 wait, " + name, Categories: cd.days,
+		LegendTop: true, LegendLeft: true, YMin: chart.At(0), YHeadroom: 0.15}
 	for i, p := range cd.prios {
-		vals := make(plotter.Values, len(cd.p95[p]))
+		vals := make([]float64, len(cd.p95[p]))
 		for j, v := range cd.p95[p] {
 			vals[j] = float64(v) / float64(unit)
 		}
-		bars, err := plotter.NewBarChart(vals, bw)
-		if err != nil {
-			return nil, fmt.Errorf("charting waits of %s: %w", p, err)
-		}
-		bars.Color = plotutil.Color(i + 3)
-		bars.LineStyle.Width = 0
-		bars.Offset = bw * vg.Length(float64(i)-float64(len(cd.prios)-1)/2)
-		bottom.Add(bars)
-		bottom.Legend.Add(p, bars)
+		bottom.Bars = append(bottom.Bars, chart.Bars{Name: p, Values: vals, Style: i + 3, Width: 10})
 	}
 	if len(cd.prios) == 0 {
-		bottom.Title.Text = "nothing waited for GPUs"
+		bottom.Title = "nothing waited for GPUs"
 	}
-	bottom.Add(plotter.NewGrid())
-	bottom.Y.Min = 0
-	bottom.Y.Max = max(bottom.Y.Max*1.15, 1)
-	bottom.X.Min, bottom.X.Max = -0.6, float64(len(cd.days))-0.4
-	return renderPNG([][]*plot.Plot{{top}, {bottom}}, 8*vg.Inch, 7*vg.Inch)
-}
-
-// renderPNG draws plots in a grid into a PNG.
-func renderPNG(plots [][]*plot.Plot, w, h vg.Length) ([]byte, error) {
-	img := vgimg.New(w, h)
-	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: len(plots), Cols: len(plots[0]), PadX: vg.Millimeter * 4, PadY: vg.Millimeter * 6,
-		PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2, PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 4}
-	canvases := plot.Align(plots, tiles, dc)
-	for i := range plots {
-		for j := range plots[i] {
-			plots[i][j].Draw(canvases[i][j])
-		}
-	}
-	var buf bytes.Buffer
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(&buf); err != nil {
-		return nil, fmt.Errorf("encoding the chart: %w", err)
-	}
-	return buf.Bytes(), nil
+	return chart.PNG([][]chart.Panel{{top}, {bottom}}, 8, 7)
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/robfig/cron/v3"
+	"k8s.io/utils/clock"
 
 	"github.com/gpubot/gpubot/commands"
 )
@@ -13,11 +14,11 @@ import (
 // RunCron runs the scheduler in real time until ctx ends, with
 // robfig/cron driving: each job's schedule is a cron entry, and a tick
 // every minute runs retries of failed runs. Every firing calls
-// RunDue(now()) and hands its posts to deliver, so a firing that finds
+// RunDue(clk.Now()) and hands its posts to deliver, so a firing that finds
 // nothing due (another entry's run came first, or a restart already
 // caught up) does nothing. Call Resume or RunDue once before, so that
 // what was missed while gpubot was down is posted at start.
-func (s *Scheduler) RunCron(ctx context.Context, now func() time.Time, deliver func(context.Context, []commands.Output)) {
+func (s *Scheduler) RunCron(ctx context.Context, clk clock.PassiveClock, deliver func(context.Context, []commands.Output)) {
 	logger := cronLogger{s.log}
 	c := cron.New(
 		cron.WithLocation(time.UTC),
@@ -25,7 +26,7 @@ func (s *Scheduler) RunCron(ctx context.Context, now func() time.Time, deliver f
 		cron.WithChain(cron.Recover(logger), cron.SkipIfStillRunning(logger)),
 	)
 	fire := cron.FuncJob(func() {
-		if outs := s.RunDue(ctx, now()); len(outs) > 0 {
+		if outs := s.RunDue(ctx, clk.Now()); len(outs) > 0 {
 			deliver(ctx, outs)
 		}
 	})

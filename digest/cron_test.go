@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/gpubot/gpubot/commands"
 	"github.com/gpubot/gpubot/digest"
 )
@@ -18,7 +20,7 @@ func TestRunCronFiresWithTheRealCron(t *testing.T) {
 		t.Skip("real time")
 	}
 	db := openStore(t, filepath.Join(t.TempDir(), "gpubot.db"))
-	s := digest.NewScheduler(db, notFound)
+	s := digest.NewScheduler(db)
 	rec := &recorder{}
 	if err := s.Add("tick", mustSchedule(t, "@every 1s", time.UTC), rec.job); err != nil {
 		t.Fatal(err)
@@ -33,7 +35,7 @@ func TestRunCronFiresWithTheRealCron(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		s.RunCron(ctx, time.Now, func(_ context.Context, outs []commands.Output) {
+		s.RunCron(ctx, clock.RealClock{}, func(_ context.Context, outs []commands.Output) {
 			for _, o := range outs {
 				got <- o
 			}

@@ -33,6 +33,7 @@ type daily struct {
 	zombies           []records.Zombie // overlapping the day
 	zombieLog         bool             // zombie sweeps run
 	calib             calibration
+	elastic           elasticUse
 	verdict           string
 	chart             *commands.Image
 }
@@ -117,7 +118,10 @@ func (e *Engine) daily(ctx context.Context, team string, loc *time.Location, due
 			mixed = append(mixed, r)
 		}
 	}
-	d.capacity = snap.Capacity(commands.RequestMix(snap.Cluster(), mixed))
+	d.capacity = slices.DeleteFunc(snap.Capacity(commands.RequestMix(snap.Cluster(), mixed)), func(f allocator.FlavorCapacity) bool {
+		_, elastic := e.elasticTerms()[f.Flavor]
+		return elastic // bought on demand: not the cluster's fragmentation
+	})
 	var daySamples, prevSamples []records.Sample
 	for _, s := range samples {
 		if d.day.has(s.At) {
@@ -128,6 +132,7 @@ func (e *Engine) daily(ctx context.Context, team string, loc *time.Location, due
 	}
 	d.frag, d.prevFrag = fragmentation(daySamples), fragmentation(prevSamples)
 	d.calib = calibrate(reqs, d.day, mine)
+	d.elastic = e.elastic(use, reqs, now, d.day, func(t string) bool { return team == "" || t == team })
 	if !d.empty() {
 		d.verdict = e.verdict(ctx, now, daySamples, team, "yesterday")
 		if d.chart, err = e.dailyChart(d, use, reqs, scoped); err != nil {
@@ -149,8 +154,10 @@ func shares(cl *allocator.Cluster) (map[string]float64, map[string]int) {
 		}
 		fair[q.Name] = w
 		total += w
-		for _, quota := range q.Quotas {
-			nominal[q.Name] += quota.Nominal
+		for f, quota := range q.Quotas {
+			if !slices.ContainsFunc(cl.Flavors, func(x allocator.Flavor) bool { return x.Name == f && x.Elastic }) {
+				nominal[q.Name] += quota.Nominal // elastic capacity is not quota held
+			}
 		}
 	}
 	for q := range fair {
@@ -201,6 +208,9 @@ func (d *daily) reply(e *Engine, posted bool) commands.Reply {
 		blocks = append(blocks, d.approvalBlock(e))
 	}
 	blocks = append(blocks, d.fragBlock(), d.zombieBlock(), d.calibBlock())
+	if b, ok := e.elasticBlock(d.elastic, e.teamNames(d.team), "yesterday"); ok {
+		blocks = append(blocks, b)
+	}
 	blocks = append(blocks, commands.Block{Kind: commands.BlockSection, Text: "Capacity: " + d.verdict})
 	blocks = append(blocks, commands.Block{Kind: commands.BlockContext, Text: "Yesterday is the calendar day in " + d.loc.String() +
 		"; trends compare it with the 7 days before. Waits run from a request (or its requeue after a preemption) to its admission; each wait counts, and one still going at the end of the day counts with its length so far."})

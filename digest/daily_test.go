@@ -196,7 +196,7 @@ func TestDigestJobPostsIntoTheChannel(t *testing.T) {
 	e := newEnv(t)
 	monday(e)
 	eng := e.engine(mondayCluster(), due, mondayWorkloads(), mondayZombies)
-	s := digest.NewScheduler(e.db, notFound)
+	s := digest.NewScheduler(e.db)
 	daily := mustSchedule(t, "0 9 * * 1-5", berlin)
 	report := digest.Posting{Channel: "#gpu-admins", Schedule: mustSchedule(t, "0 9 * * 1", berlin)}
 	if err := eng.Register(s, []digest.Posting{{Team: "nlp", Channel: "#gpu-nlp", Schedule: daily}, {Channel: "#gpu-admins", Schedule: daily}}, report); err != nil {
@@ -251,7 +251,7 @@ func TestPostingInItsOwnZone(t *testing.T) {
 	e := newEnv(t)
 	monday(e)
 	eng := e.engine(mondayCluster(), due, mondayWorkloads(), mondayZombies)
-	s := digest.NewScheduler(e.db, notFound)
+	s := digest.NewScheduler(e.db)
 	ny := mustZone("America/New_York")
 	post := digest.Posting{Team: "vision", Channel: "#gpu-vision", Schedule: mustSchedule(t, "0 9 * * *", ny), Location: ny}
 	if err := eng.Register(s, []digest.Posting{post}, digest.Posting{}); err != nil {

@@ -11,7 +11,7 @@
 // scheduled time it is for, and Now); Func and Outputs adapt plain bodies
 // of now, such as the zombie sweep:
 //
-//	sched := digest.NewScheduler(db, isNotFound, digest.WithLogger(log))
+//	sched := digest.NewScheduler(db, digest.WithLogger(log))
 //	eng.Register(sched, cfg.Digests(), report, reportChannel) // sampler, digests, report
 //	sched.Add("zombie sweep", every10m, digest.Outputs(svc.Sweep))
 //	outs := sched.RunDue(ctx, now) // at start: catches up
@@ -25,8 +25,10 @@
 // only there and to parse specs (with CRON_TZ= or the config's zone).
 //
 // Never twice, never missing. Each job's last completed run (its Due) is
-// recorded in the store (records.JobRun) before its posts are handed
-// out, so a restart never repeats one. A job new to the store gets a
+// recorded in the store (records.JobRun) in the same transaction as its
+// posts, which go into the outbox until Slack (or the console) confirms
+// them (WithCommitter, as gpubot runs it): a restart never repeats a run,
+// and a post that did not go out before a crash goes out after it. A job new to the store gets a
 // baseline at the moment it is first seen; from then on, every due time
 // is run: on time, or, if gpubot was not running then, once at the next
 // start, marked Late (the post says so). When several due times passed
@@ -73,9 +75,11 @@
 //
 // # Caveats
 //
-// At most once: a crash after a run is recorded and before its posts
-// reach the chat loses that post (it is not repeated at the next start).
-// Posting twice is the worse failure for a channel digest.
+// Exactly once needs the outbox (WithCommitter). Without one, a run is
+// recorded before its posts are handed out: a crash in between loses
+// them rather than posting twice, the worse failure for a channel digest.
+// A post that Slack received but whose confirmation a crash lost is sent
+// again after the restart (see package bot: a window of milliseconds).
 //
 // The digests read every request and the audit log of the last 8 days
 // each time; that is quick at gpubot's rates, not for millions of

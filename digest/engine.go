@@ -148,7 +148,11 @@ func (e *Engine) Sample(ctx context.Context, now time.Time) error {
 			mixed = append(mixed, r)
 		}
 	}
+	elastic := e.elasticTerms()
 	for _, f := range snap.Capacity(commands.RequestMix(snap.Cluster(), mixed)) {
+		if _, ok := elastic[f.Flavor]; ok {
+			continue // bought on demand: not the cluster's fragmentation
+		}
 		s.Flavors = append(s.Flavors, records.FlavorSample{
 			Flavor: f.Flavor, GPUs: f.Total, Free: f.Free, Fragmented: f.Fragmented,
 			Largest: f.Largest[allocator.LevelNone], LargestHost: f.Largest[allocator.LevelHost],

@@ -35,6 +35,7 @@ type week struct {
 	frag                                           fragStats
 	zombieHours                                    float64
 	zombieLog                                      bool
+	elastic                                        elasticUse
 }
 
 func (w week) interventions() int {
@@ -139,6 +140,13 @@ func (e *Engine) week(ctx context.Context, p period, reqs []records.Request, now
 		return w, fmt.Errorf("reading samples of the week of %s: %w", date(p.from, time.UTC), err)
 	}
 	w.frag = fragmentation(samples)
+	if len(e.elasticTerms()) > 0 {
+		use, err := e.src.Usage.Usage(ctx, p.from, now)
+		if err != nil {
+			return w, fmt.Errorf("reading usage of the week of %s: %w", date(p.from, time.UTC), err)
+		}
+		w.elastic = e.elastic(use, reqs, now, p, func(string) bool { return true })
+	}
 	if w.zombieLog {
 		zs, err := e.src.Zombies.Zombies(ctx, p.from, p.to)
 		if err != nil {
@@ -215,10 +223,15 @@ func (w *weekly) reply(e *Engine) commands.Reply {
 	blocks := []commands.Block{
 		{Kind: commands.BlockTable, Table: &commands.Table{Columns: cols, Rows: rows}},
 		{Kind: commands.BlockSection, Text: auto},
+	}
+	if b, ok := e.elasticBlock(w.this.elastic, e.teamNames(""), "this week"); ok {
+		blocks = append(blocks, b)
+	}
+	blocks = append(blocks, []commands.Block{
 		{Kind: commands.BlockSection, Text: "Capacity: " + w.verdict},
 		{Kind: commands.BlockContext, Text: fmt.Sprintf("Manual interventions are human actions the policy should have made unnecessary: admin preemptions (/gpu preempt), zombies released by a lead or admin, approvals given more than %s after the request, and requests cancelled after waiting more than %s. High priority: %s. Waits run from request (or requeue) to admission, each wait counted. Fragmentation: free GPUs a typical request cannot use (measure (a)), averaged over the week's samples. Weeks are the 7 calendar days before the report's day.",
 			fmtDur(slowApproval), fmtDur(longCancel), e.highWords())},
-	}
+	}...)
 	if w.firstIsThis {
 		blocks = append(blocks, commands.Block{Kind: commands.BlockContext, Text: "gpubot's first week is this week or last week, so there is no first week to compare with yet."})
 	}

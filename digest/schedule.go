@@ -96,6 +96,25 @@ type Run struct {
 // the caller of RunDue) or an error, after which the run is retried.
 type Job func(ctx context.Context, run Run) ([]commands.Output, error)
 
+// JobWrapper decorates a Job (robfig/cron's model).
+type JobWrapper func(Job) Job
+
+// Recover turns a panic in a job into an error (after which the run is
+// retried), logged with its stack. Add wraps every job in it.
+func Recover(log *slog.Logger) JobWrapper {
+	return func(job Job) Job {
+		return func(ctx context.Context, run Run) (outs []commands.Output, err error) {
+			defer func() {
+				if v := recover(); v != nil {
+					log.Error("panic in scheduled job", "job", run.Job, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+					outs, err = nil, fmt.Errorf("panic: %v", v)
+				}
+			}()
+			return job(ctx, run)
+		}
+	}
+}
+
 // Func makes a Job of a plain body of now that posts nothing.
 func Func(f func(ctx context.Context, now time.Time) error) Job {
 	return func(ctx context.Context, run Run) ([]commands.Output, error) { return nil, f(ctx, run.Now) }
@@ -108,6 +127,8 @@ func Outputs(f func(ctx context.Context, now time.Time) []commands.Output) Job {
 }
 
 // RunLog keeps each job's last completed run. *store.DB satisfies it.
+// LastRun's error wraps records.ErrNotFound for a job with no run
+// recorded; any other error is a failure to read it.
 type RunLog interface {
 	LastRun(ctx context.Context, job string) (records.JobRun, error)
 	PutRun(ctx context.Context, run records.JobRun) error
@@ -119,7 +140,7 @@ type RunLog interface {
 // safe for concurrent use; runs are serialised.
 type Scheduler struct {
 	runs      RunLog
-	notFound  func(error) bool
+	commit    Committer
 	log       *slog.Logger
 	lateAfter time.Duration
 	retry     time.Duration
@@ -156,11 +177,24 @@ func WithRetry(after time.Duration, attempts int) SchedulerOption {
 	return func(s *Scheduler) { s.retry, s.attempts = after, max(1, attempts) }
 }
 
-// NewScheduler returns a scheduler that records runs in runs; notFound
-// tells runs' "no run recorded" error from a failure.
-func NewScheduler(runs RunLog, notFound func(error) bool, opts ...SchedulerOption) *Scheduler {
+// Committer makes a run's record and its posts durable together, the
+// posts in an outbox until delivered (commands.Committer; *store.DB
+// satisfies it). It returns the posts' outbox sequence numbers.
+type Committer interface {
+	Commit(ctx context.Context, w records.Writes, at time.Time) ([]uint64, error)
+}
+
+// WithCommitter records each run together with its posts, in one
+// transaction with an outbox: a digest is posted exactly once, across
+// crashes (the outbox delivers it after a restart). Default: the run is
+// recorded first (RunLog.PutRun), so a crash before its posts go out
+// loses them rather than posting twice.
+func WithCommitter(c Committer) SchedulerOption { return func(s *Scheduler) { s.commit = c } }
+
+// NewScheduler returns a scheduler that records runs in runs.
+func NewScheduler(runs RunLog, opts ...SchedulerOption) *Scheduler {
 	s := &Scheduler{
-		runs: runs, notFound: notFound,
+		runs:      runs,
 		log:       slog.New(slog.NewTextHandler(io.Discard, nil)),
 		lateAfter: 5 * time.Minute, retry: 5 * time.Minute, attempts: 3,
 	}
@@ -190,7 +224,7 @@ func (s *Scheduler) Add(name string, sch Schedule, job Job) error {
 			return fmt.Errorf("adding scheduled job %s: a job of that name exists", name)
 		}
 	}
-	s.jobs = append(s.jobs, &entry{name: name, sched: sch, job: job})
+	s.jobs = append(s.jobs, &entry{name: name, sched: sch, job: Recover(s.log)(job)})
 	return nil
 }
 
@@ -224,7 +258,7 @@ func (s *Scheduler) resume(ctx context.Context, now time.Time) error {
 		switch {
 		case err == nil:
 			e.last = run.Due
-		case s.notFound(err):
+		case errors.Is(err, records.ErrNotFound):
 			base := records.JobRun{Job: e.name, Due: now, At: now, Baseline: true}
 			if err := s.runs.PutRun(ctx, base); err != nil {
 				return fmt.Errorf("recording the start of scheduled job %s: %w", e.name, err)
@@ -304,7 +338,7 @@ func (s *Scheduler) runEntry(ctx context.Context, e *entry, now time.Time) []com
 	if missed > 0 {
 		s.log.Warn("scheduled runs missed (gpubot was not running, or its clock jumped); running the latest only", "job", e.name, "missed", missed, "due", due)
 	}
-	outs, err := s.call(ctx, e, run)
+	outs, err := e.job(ctx, run)
 	rec := records.JobRun{Job: e.name, Due: due, At: now, Late: run.Late}
 	if err != nil {
 		e.failed++
@@ -317,6 +351,20 @@ func (s *Scheduler) runEntry(ctx context.Context, e *entry, now time.Time) []com
 		rec.Failed, outs = true, nil
 	}
 	e.failed, e.retry = 0, time.Time{}
+	if s.commit != nil {
+		if err := s.commitRun(ctx, rec, outs); err != nil {
+			// Nothing was recorded: the run is retried as a failed one.
+			e.failed++
+			e.retry = now.Add(s.retry)
+			s.log.Error("recording a scheduled run with its posts failed; retrying", "job", e.name, "due", due, "err", err)
+			return nil
+		}
+		e.last = due
+		if run.Late {
+			s.log.Info("scheduled job ran late", "job", e.name, "due", due, "at", now)
+		}
+		return outs
+	}
 	if err := s.runs.PutRun(ctx, rec); err != nil {
 		// Not posting is better than posting twice after a restart.
 		s.log.Error("recording a scheduled run failed; its posts are dropped so that they cannot repeat", "job", e.name, "due", due, "err", err)
@@ -330,13 +378,29 @@ func (s *Scheduler) runEntry(ctx context.Context, e *entry, now time.Time) []com
 	return outs
 }
 
-// call runs e's body, turning a panic into an error.
-func (s *Scheduler) call(ctx context.Context, e *entry, run Run) (outs []commands.Output, err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			s.log.Error("panic in scheduled job", "job", e.name, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-			outs, err = nil, fmt.Errorf("panic: %v", v)
+// commitRun records rec with outs in one transaction: the posts that
+// are not in the outbox yet (Seq 0; a job's body may have committed its
+// own, as the zombie sweep does) go there, and get their Seq.
+func (s *Scheduler) commitRun(ctx context.Context, rec records.JobRun, outs []commands.Output) error {
+	w := records.Writes{Runs: []records.JobRun{rec}}
+	var fresh []int
+	for i, o := range outs {
+		if o.Seq != 0 {
+			continue
 		}
-	}()
-	return e.job(ctx, run)
+		data, err := commands.EncodeOutput(o)
+		if err != nil {
+			return err
+		}
+		w.Outbox = append(w.Outbox, data)
+		fresh = append(fresh, i)
+	}
+	seqs, err := s.commit.Commit(ctx, w, rec.At)
+	if err != nil {
+		return err
+	}
+	for k, i := range fresh {
+		outs[i].Seq = seqs[k]
+	}
+	return nil
 }

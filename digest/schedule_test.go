@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpubot/gpubot/commands"
 	"github.com/gpubot/gpubot/digest"
+	"github.com/gpubot/gpubot/records"
 	"github.com/gpubot/gpubot/store"
 )
 
@@ -27,8 +28,6 @@ func mustZone(name string) *time.Location {
 	}
 	return loc
 }
-
-func notFound(err error) bool { return errors.Is(err, store.ErrNotFound) }
 
 // openStore opens a bbolt store at path for the test.
 func openStore(t *testing.T, path string) *store.DB {
@@ -119,7 +118,7 @@ func TestSchedulerRunsOnTimeOnceAcrossRestarts(t *testing.T) {
 	db := openStore(t, path)
 	rec := &recorder{}
 	daily := mustSchedule(t, "0 9 * * 1-5", berlin)
-	s := digest.NewScheduler(db, notFound)
+	s := digest.NewScheduler(db)
 	if err := s.Add("digest", daily, rec.job); err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +152,7 @@ func TestSchedulerRunsOnTimeOnceAcrossRestarts(t *testing.T) {
 	// A restart at noon: nothing to do.
 	db.Close()
 	db = openStore(t, path)
-	s2 := digest.NewScheduler(db, notFound)
+	s2 := digest.NewScheduler(db)
 	if err := s2.Add("digest", daily, rec.job); err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +171,7 @@ func TestSchedulerPostsAMissedRunOnceLate(t *testing.T) {
 	db := openStore(t, path)
 	rec := &recorder{}
 	daily := mustSchedule(t, "0 9 * * *", berlin)
-	s := digest.NewScheduler(db, notFound)
+	s := digest.NewScheduler(db)
 	if err := s.Add("digest", daily, rec.job); err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +185,7 @@ func TestSchedulerPostsAMissedRunOnceLate(t *testing.T) {
 	// missed; Thursday's is posted once, late.
 	db = openStore(t, path)
 	var logs bytes.Buffer
-	s = digest.NewScheduler(db, notFound, digest.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	s = digest.NewScheduler(db, digest.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	if err := s.Add("digest", daily, rec.job); err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +209,7 @@ func TestSchedulerRetriesThenGivesUp(t *testing.T) {
 	db := openStore(t, filepath.Join(t.TempDir(), "gpubot.db"))
 	rec := &recorder{fail: 1}
 	hourly := mustSchedule(t, "0 * * * *", time.UTC)
-	s := digest.NewScheduler(db, notFound, digest.WithRetry(5*time.Minute, 3))
+	s := digest.NewScheduler(db, digest.WithRetry(5*time.Minute, 3))
 	if err := s.Add("hourly", hourly, rec.job); err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +250,7 @@ func TestSchedulerRetriesThenGivesUp(t *testing.T) {
 func TestSchedulerRecoversAPanickingJob(t *testing.T) {
 	ctx := context.Background()
 	db := openStore(t, filepath.Join(t.TempDir(), "gpubot.db"))
-	s := digest.NewScheduler(db, notFound, digest.WithRetry(time.Minute, 1))
+	s := digest.NewScheduler(db, digest.WithRetry(time.Minute, 1))
 	rec := &recorder{}
 	if err := s.Add("boom", mustSchedule(t, "*/10 * * * *", time.UTC), func(context.Context, digest.Run) ([]commands.Output, error) {
 		panic("nil map")
@@ -274,7 +273,7 @@ func TestSchedulerRecoversAPanickingJob(t *testing.T) {
 func TestFuncAndOutputsAdaptPlainBodies(t *testing.T) {
 	ctx := context.Background()
 	db := openStore(t, filepath.Join(t.TempDir(), "gpubot.db"))
-	s := digest.NewScheduler(db, notFound)
+	s := digest.NewScheduler(db)
 	var at []time.Time
 	every := mustSchedule(t, "*/10 * * * *", time.UTC)
 	if err := s.Add("plain", every, digest.Func(func(_ context.Context, now time.Time) error {
@@ -299,5 +298,64 @@ func TestFuncAndOutputsAdaptPlainBodies(t *testing.T) {
 	want := map[string]string{"plain": "*/10 * * * *", "sweep": "*/10 * * * *"}
 	if d := cmp.Diff(want, s.Jobs()); d != "" {
 		t.Errorf("Jobs (-want +got):\n%s", d)
+	}
+}
+
+// failingCommitter fails while fail is set.
+type failingCommitter struct {
+	digest.Committer
+	fail bool
+}
+
+func (f *failingCommitter) Commit(ctx context.Context, w records.Writes, at time.Time) ([]uint64, error) {
+	if f.fail {
+		return nil, errors.New("disk full")
+	}
+	return f.Committer.Commit(ctx, w, at)
+}
+
+// TestRunsAreCommittedWithTheirPosts: with a committer, a run's record and
+// its posts are one transaction: the posts wait in the outbox (with their
+// Seq), and a commit that fails records nothing, posts nothing, and runs
+// the job again at the retry.
+func TestRunsAreCommittedWithTheirPosts(t *testing.T) {
+	ctx := context.Background()
+	db := openStore(t, filepath.Join(t.TempDir(), "gpubot.db"))
+	rec := &recorder{}
+	fc := &failingCommitter{Committer: db, fail: true}
+	s := digest.NewScheduler(db, digest.WithCommitter(fc), digest.WithRetry(5*time.Minute, 3))
+	if err := s.Add("digest", mustSchedule(t, "0 9 * * 1-5", berlin), rec.job); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Resume(ctx, t0); err != nil {
+		t.Fatal(err)
+	}
+	nine := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+	if outs := s.RunDue(ctx, nine); len(outs) != 0 {
+		t.Fatalf("posts of a run that could not be recorded: %v", texts(outs))
+	}
+	if run, err := db.LastRun(ctx, "digest"); err != nil || !run.Baseline {
+		t.Fatalf("after the failed commit the last run is %+v, %v; want the baseline", run, err)
+	}
+	if out, _ := db.Outbox(ctx); len(out) != 0 {
+		t.Fatalf("outbox after the failed commit: %d messages", len(out))
+	}
+	fc.fail = false
+	outs := s.RunDue(ctx, nine.Add(5*time.Minute))
+	if len(outs) != 1 || outs[0].Seq == 0 {
+		t.Fatalf("the retry posted %+v; want one post with its outbox Seq", outs)
+	}
+	out, err := db.Outbox(ctx)
+	if err != nil || len(out) != 1 || out[0].Seq != outs[0].Seq {
+		t.Fatalf("outbox = %+v, %v", out, err)
+	}
+	if o, err := commands.DecodeOutput(out[0].Message); err != nil || o.Reply.Text != outs[0].Reply.Text {
+		t.Errorf("outbox message = %+v, %v", o, err)
+	}
+	if run, err := db.LastRun(ctx, "digest"); err != nil || !run.Due.Equal(nine) {
+		t.Errorf("last run %+v, %v; want the 09:00 one", run, err)
+	}
+	if len(rec.runs) != 2 {
+		t.Errorf("the job ran %d times, want twice (the failed commit, the retry)", len(rec.runs))
 	}
 }

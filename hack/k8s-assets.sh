@@ -6,6 +6,9 @@
 #   ${GPUBOT_CACHE:-$HOME/.cache/gpubot}/k8s-v1.37.2-etcd-v3.6.16-kueue-v0.17.0-kwok-v0.8.0/
 #     bin/{kube-apiserver,etcd,kubectl,kueue,kube-controller-manager,kube-scheduler,kwok}
 #     kueue/crds/*.yaml  kueue/webhook/manifests.yaml  kwok/stages/*.yaml
+#     autoscaler/crds/autoscaling.x-k8s.io_provisioningrequests.yaml (the cluster
+#       autoscaler's ProvisioningRequest CRD, from the module Kueue builds against: with
+#       it installed, Kueue's ProvisioningRequest admission check controller runs)
 #
 # What is present is reused; only what is missing is built. Wrapper modules live in a
 # temporary directory that is removed on exit. Concurrent runs serialize on a lock file.
@@ -123,6 +126,21 @@ if [[ ! -f $DIR/kueue/webhook/manifests.yaml ]]; then
 	cp "$kq/config/components/webhook/manifests.yaml" "$DIR/kueue/webhook/manifests.yaml.tmp"
 	chmod u+w "$DIR"/kueue/crds/*.yaml "$DIR/kueue/webhook/manifests.yaml.tmp"
 	mv "$DIR/kueue/webhook/manifests.yaml.tmp" "$DIR/kueue/webhook/manifests.yaml"
+fi
+
+# --- The ProvisioningRequest CRD (autoscaling.x-k8s.io), from the cluster autoscaler's
+# API module at the version Kueue's go.mod requires.
+if [[ ! -f $DIR/autoscaler/crds/autoscaling.x-k8s.io_provisioningrequests.yaml ]]; then
+	kq=$(moddir "sigs.k8s.io/kueue@$KUEUE_VERSION")
+	av=$(sed -n 's#^[[:space:]]*k8s.io/autoscaler/cluster-autoscaler/apis \(v[^ ]*\).*#\1#p' "$kq/go.mod" | head -1)
+	if [[ -z $av ]]; then
+		log "Kueue's go.mod names no k8s.io/autoscaler/cluster-autoscaler/apis version"
+		exit 1
+	fi
+	ad=$(moddir "k8s.io/autoscaler/cluster-autoscaler/apis@$av")
+	mkdir -p "$DIR/autoscaler/crds"
+	install -m 0644 "$ad/config/crd/autoscaling.x-k8s.io_provisioningrequests.yaml" "$DIR/autoscaler/crds/.provreq.tmp"
+	mv "$DIR/autoscaler/crds/.provreq.tmp" "$DIR/autoscaler/crds/autoscaling.x-k8s.io_provisioningrequests.yaml"
 fi
 
 # --- kwok (fake nodes whose pods run) and its stage files.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -77,6 +79,7 @@ type Bridge struct {
 	wls        workloadListers
 	wpcs       kueuelisters.WorkloadPriorityClassLister
 	cohorts    kueuelisters.CohortLister
+	checks     kueuelisters.AdmissionCheckLister
 	wlByOwner  ownerIndexes
 	synced     []cache.InformerSynced
 
@@ -95,6 +98,10 @@ type Bridge struct {
 	podsTold map[string]podsMark
 	// evictedFor names the preemptor of each workload gpubot deactivated.
 	evictedFor map[string]string
+	// prFailures are the failed ProvisioningRequests seen, by the UID of
+	// the Workload they were for (see provreq.go).
+	prFailures map[string][]commands.CheckFailure
+	dyn        dynamic.Interface
 	// mgr is Kueue's manager Configuration as last read; logged holds
 	// the findings already logged (logFindings).
 	mgr     managerConfig
@@ -125,6 +132,7 @@ func New(cfg Config, kube kubernetes.Interface, kueue kueueclient.Interface, opt
 		known:      map[string]allocator.Workload{},
 		podsTold:   map[string]podsMark{},
 		evictedFor: map[string]string{},
+		prFailures: map[string][]commands.CheckFailure{},
 		logged:     map[string]bool{},
 	}
 	for _, o := range opts {
@@ -138,9 +146,10 @@ func New(cfg Config, kube kubernetes.Interface, kueue kueueclient.Interface, opt
 	b.nodes = nodeInf.Lister()
 	b.flavors, b.topologies = k.ResourceFlavors().Lister(), k.Topologies().Lister()
 	b.cqs, b.cohorts, b.wpcs = k.ClusterQueues().Lister(), k.Cohorts().Lister(), k.WorkloadPriorityClasses().Lister()
+	b.checks = k.AdmissionChecks().Lister()
 	infs := []cache.SharedIndexInformer{
 		nodeInf.Informer(), k.ResourceFlavors().Informer(), k.Topologies().Informer(), k.ClusterQueues().Informer(),
-		k.WorkloadPriorityClasses().Informer(), k.Cohorts().Informer(),
+		k.WorkloadPriorityClasses().Informer(), k.Cohorts().Informer(), k.AdmissionChecks().Informer(),
 	}
 	pods, jobs, wls, lqs := podListers{}, jobListers{}, workloadListers{}, localQueueListers{}
 	b.wlByOwner = ownerIndexes{}
@@ -240,9 +249,14 @@ func (b *Bridge) Start(ctx context.Context) ([]string, error) {
 	for _, f := range b.nsFactories {
 		f.Start(ctx.Done())
 	}
+	more, err := b.startProvisioningRequests(ctx)
+	if err != nil {
+		return nil, err
+	}
+	synced := slices.Concat(b.synced, more)
 	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	if !cache.WaitForCacheSync(sctx.Done(), b.synced...) {
+	if !cache.WaitForCacheSync(sctx.Done(), synced...) {
 		return nil, errors.New("timed out filling the caches of Kueue and node objects")
 	}
 	mc := b.managerConfig(ctx)
@@ -322,6 +336,8 @@ func (b *Bridge) Apply(ctx context.Context, op commands.Op) ([]allocator.Event, 
 		return nil, b.extend(ctx, op.ID, op.Duration)
 	case commands.OpPreempt:
 		return nil, b.preempt(ctx, op.ID, op.Victims)
+	case commands.OpSwitch:
+		return b.switchFlavor(ctx, op.Workload)
 	}
 	return nil, fmt.Errorf("k8sbridge: unknown operation %q", op.Kind)
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -70,7 +71,11 @@ func Dial(conn Connection, cfg Config, opts ...Option) (*Bridge, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building the Kueue client: %w", err)
 	}
-	b, err := New(cfg, kube, kq, opts...)
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("building the dynamic client: %w", err)
+	}
+	b, err := New(cfg, kube, kq, append([]Option{WithDynamic(dyn)}, opts...)...)
 	if err != nil {
 		return nil, err
 	}

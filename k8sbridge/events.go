@@ -74,7 +74,11 @@ func (b *Bridge) diff() ([]allocator.Event, told) {
 			if by == "" && o.preemptedBy != "" {
 				by = v.byUID[o.preemptedBy]
 			}
-			events = append(events, allocator.Event{Kind: allocator.EventPreempted, ID: id, At: now, By: by})
+			ev := allocator.Event{Kind: allocator.EventPreempted, ID: id, At: now, By: by}
+			if by == "" {
+				ev.Detail = o.evicted
+			}
+			events = append(events, ev)
 		case cur == phaseFinished && prev != phaseFinished:
 			if !seen || prev == phasePending {
 				// Finished before gpubot saw it run: report the run first,

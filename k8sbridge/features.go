@@ -143,7 +143,7 @@ func (b *Bridge) unmodelled(v *view, mc managerConfig) []commands.Unmodelled {
 		if spec.QueueingStrategy == kueue.StrictFIFO {
 			add("StrictFIFO", fmt.Sprintf("ClusterQueue %s queues StrictFIFO: a workload that does not fit holds back those behind it, where gpubot lets them pass (BestEffortFIFO)", cq.Name), team)
 		}
-		if spec.AdmissionChecksStrategy != nil && len(spec.AdmissionChecksStrategy.AdmissionChecks) > 0 {
+		if spec.AdmissionChecksStrategy != nil && slices.ContainsFunc(spec.AdmissionChecksStrategy.AdmissionChecks, b.unfollowedCheck) {
 			add("admission checks", fmt.Sprintf("ClusterQueue %s admits only after admission checks pass (a ProvisioningRequest, for example), which can take any time", cq.Name), team)
 		}
 		if spec.StopPolicy != nil && *spec.StopPolicy != kueue.None {
@@ -228,11 +228,4 @@ func queueFlavors(v *view, queue string) []string {
 		}
 	}
 	return nil
-}
-
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }

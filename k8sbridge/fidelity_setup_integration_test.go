@@ -88,8 +88,12 @@ func TestFidelityExampleSetup(t *testing.T) {
 	}
 	s.createNodes(nodes)
 	s.cfg = k8sbridge.Config{
-		Teams:      []k8sbridge.Team{{Name: "nlp"}, {Name: "vision"}, {Name: "speech"}},
-		Flavors:    []allocator.Flavor{{Name: "h100", GPUsPerNode: 8}, {Name: "a100", GPUsPerNode: 8}},
+		Teams: []k8sbridge.Team{{Name: "nlp"}, {Name: "vision"}, {Name: "speech"}},
+		// As the app configures the bridge from the example: its elastic
+		// flavors are marked, so work that asks for any flavor is kept off
+		// them (the shipped ClusterQueues list them after the reserved ones).
+		Flavors: []allocator.Flavor{{Name: "h100", GPUsPerNode: 8}, {Name: "a100", GPUsPerNode: 8},
+			{Name: "h100-spot", GPUsPerNode: 8, Elastic: true}, {Name: "h100-dws", GPUsPerNode: 8, Elastic: true}},
 		Priorities: map[string]int32{"low": 100, "normal": 200, "high": 500, "urgent": 1000},
 		Templates:  keepRunning,
 	}

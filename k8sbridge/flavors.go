@@ -55,6 +55,7 @@ func (b *Bridge) readFlavors(v *view, forGPUs map[string]bool) (map[string]*flav
 	}
 	slices.SortFunc(nodes, func(a, c *corev1.Node) int { return strings.Compare(a.Name, c.Name) })
 	configured := map[string]int{}
+	elastic := b.elasticFlavors()
 	for _, f := range b.cfg.Flavors {
 		configured[f.Name] = f.GPUsPerNode
 	}
@@ -116,7 +117,7 @@ func (b *Bridge) readFlavors(v *view, forGPUs map[string]bool) (map[string]*flav
 		if fi.gpn == 0 {
 			fi.gpn = 8
 		}
-		v.cluster.Flavors = append(v.cluster.Flavors, allocator.Flavor{Name: rf.Name, GPUsPerNode: fi.gpn})
+		v.cluster.Flavors = append(v.cluster.Flavors, allocator.Flavor{Name: rf.Name, GPUsPerNode: fi.gpn, Elastic: elastic[rf.Name]})
 	}
 	return out, nil
 }

@@ -36,13 +36,15 @@ func JobName(id string) string {
 
 // jobSpec is everything a request's Job is made from.
 type jobSpec struct {
-	w         allocator.Workload
-	rec       records.Request // may be zero
-	team      Team
-	priority  string            // WorkloadPriorityClass name, or ""
-	gpn       int               // GPUs per node of the flavor that decides the pod shape
-	selector  map[string]string // node labels of the pinned flavor
-	topoLabel string            // node label of the required topology level, or ""
+	w        allocator.Workload
+	rec      records.Request // may be zero
+	team     Team
+	priority string            // WorkloadPriorityClass name, or ""
+	gpn      int               // GPUs per node of the flavor that decides the pod shape
+	selector map[string]string // node labels of the pinned flavor
+	// keepOff keeps the Job off the elastic flavors but its own.
+	keepOff   []corev1.NodeSelectorRequirement
+	topoLabel string // node label of the required topology level, or ""
 	template  []byte
 }
 
@@ -105,6 +107,11 @@ func buildJob(s jobSpec, gpuResource string) (*batchv1.Job, error) {
 	set(&pt.Annotations, AnnotationTASRequired, s.topoLabel)
 	for k, v := range s.selector {
 		set(&pt.Spec.NodeSelector, k, v)
+	}
+	if len(s.keepOff) > 0 {
+		pt.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: s.keepOff}}}}}
 	}
 	if pt.Spec.RestartPolicy == "" {
 		pt.Spec.RestartPolicy = corev1.RestartPolicyNever

@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/utils/ptr"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/gpubot/gpubot/allocator"
@@ -115,9 +114,15 @@ func (b *Bridge) jobSpec(w allocator.Workload, rec records.Request, team Team) (
 	}
 	flavor := w.Flavor
 	if flavor == "" {
+		elastic := b.elasticFlavors()
 		for _, q := range v.cluster.Queues {
-			if q.Name == w.Queue && len(q.Flavors) > 0 {
-				flavor = q.Flavors[0]
+			if q.Name != w.Queue {
+				continue
+			}
+			for _, f := range q.Flavors {
+				if flavor == "" && !elastic[f] {
+					flavor = f
+				}
 			}
 		}
 	}
@@ -140,6 +145,9 @@ func (b *Bridge) jobSpec(w allocator.Workload, rec records.Request, team Team) (
 	if err == nil && w.Flavor != "" {
 		s.selector = rf.Spec.NodeLabels
 	}
+	// A reserved flavor's node labels also match the elastic flavors of
+	// the same GPU: without this Kueue would try those next.
+	s.keepOff = b.elasticAffinity(v, w.Queue, w.Flavor)
 	if w.Topology != allocator.LevelNone {
 		fi := &flavorInfo{blockLabel: b.cfg.BlockLabel, rackLabel: b.cfg.RackLabel, hostL: b.cfg.HostLabel}
 		if rf != nil && rf.Spec.TopologyName != nil {
@@ -388,5 +396,3 @@ func (b *Bridge) requeue(ctx context.Context, ids []string, by, waitFor string) 
 	b.poke()
 	return errors.Join(errs...)
 }
-
-var _ = ptr.To[int]

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/gpubot/gpubot/allocator"
@@ -164,8 +163,6 @@ func quantityInt(l corev1.ResourceList, name string) int {
 	}
 	return int(q.Value())
 }
-
-var _ = resource.MustParse
 
 // levelOf maps a topology node label to gpubot's level.
 func levelOf(label string, flavors map[string]*flavorInfo, cfg Config) allocator.Level {

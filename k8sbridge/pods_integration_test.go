@@ -5,8 +5,10 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/gpubot/gpubot/allocator"
@@ -83,17 +85,25 @@ func kindStrings(ks []allocator.EventKind) []string {
 
 // TestPodsNotReadyOnKwok: Kueue admits by quota a request whose Job's
 // template pins its pods to nodes that do not exist; kube-scheduler cannot
-// place them, and once the (here short) timeout after admission passes
-// the bridge reports the pods not ready, once, with the scheduler's
-// reason.
+// place them, and once the timeout after admission passes on the
+// bridge's clock (a fake one, stepped here) the bridge reports the pods
+// not ready, once, with the scheduler's reason.
 func TestPodsNotReadyOnKwok(t *testing.T) {
 	s := newScenario(t, map[string]int{"h100": 0}, teamSpec{name: "nlp", quotas: []flavorQuota{{flavor: "h100", nominal: 16}}})
 	s.fakeNodes("h100", 1, 2)
-	s.cfg.PodsReadyTimeout = 3 * time.Second
+	s.cfg.PodsReadyTimeout = 10 * time.Minute
 	s.cfg.Templates = map[string][]byte{"": []byte(k8sbridge.DefaultJobTemplate + "      nodeSelector:\n        gpubot.io/nowhere: \"true\"\n")}
-	s.start()
+	clk := clocktesting.NewFakeClock(time.Now())
+	s.start(k8sbridge.WithClock(clk))
 	s.submit(s.workload("r1", "nlp", 8, 200))
 	ad := s.waitEvent(allocator.EventAdmitted, "r1")
+	// The pods are unschedulable at once; they count as not ready only
+	// once the timeout has passed.
+	s.eventually("r1's pods unschedulable", func() bool { return s.podsUnschedulable("r1") })
+	if s.hasEvent(allocator.EventPodsNotReady, "r1") {
+		t.Fatalf("pods reported not ready before the timeout")
+	}
+	clk.Step(s.cfg.PodsReadyTimeout + time.Second)
 	ev := s.waitEvent(allocator.EventPodsNotReady, "r1")
 	if ev.At.Sub(ad.At) < s.cfg.PodsReadyTimeout {
 		t.Errorf("not ready reported at %v, %v after the admission; want after the timeout", ev.At, ev.At.Sub(ad.At))
@@ -102,8 +112,13 @@ func TestPodsNotReadyOnKwok(t *testing.T) {
 		t.Errorf("detail %q, want 0 of 1 ready and the pod unschedulable", ev.Detail)
 	}
 	t.Logf("detail: %s", ev.Detail)
-	// Nothing more arrives about it while nothing changes.
-	time.Sleep(2 * time.Second)
+	// Nothing more arrives about it while nothing changes: many timeouts
+	// later, by the time the bridge reports another workload's admission
+	// (its every batch says all it has to say as of then), r1 has had one
+	// pods event.
+	clk.Step(5 * s.cfg.PodsReadyTimeout)
+	s.submit(s.workload("r2", "nlp", 8, 200))
+	s.waitEvent(allocator.EventAdmitted, "r2")
 	n := 0
 	s.mu.Lock()
 	for _, e := range s.events {
@@ -116,4 +131,26 @@ func TestPodsNotReadyOnKwok(t *testing.T) {
 		t.Errorf("%d pods events for r1, want 1", n)
 	}
 	s.apply(commands.Op{Kind: commands.OpRemove, ID: "r1"})
+	s.apply(commands.Op{Kind: commands.OpRemove, ID: "r2"})
+}
+
+// podsUnschedulable reports whether request id's pods exist and the
+// scheduler has said it cannot place them.
+func (s *scenario) podsUnschedulable(id string) bool {
+	pods, err := s.kube.CoreV1().Pods("").List(s.ctx, metav1.ListOptions{LabelSelector: k8sbridge.LabelRequest + "=" + id})
+	if err != nil || len(pods.Items) == 0 {
+		return false
+	}
+	for _, p := range pods.Items {
+		scheduled := false
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+				scheduled = true
+			}
+		}
+		if !scheduled {
+			return false
+		}
+	}
+	return true
 }

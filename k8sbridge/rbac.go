@@ -23,7 +23,7 @@ type RBACOptions struct {
 var clusterRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"list", "watch"}},
 	{APIGroups: []string{""}, Resources: []string{"namespaces"}, ResourceNames: []string{"kube-system"}, Verbs: []string{"get"}},
-	{APIGroups: []string{"kueue.x-k8s.io"}, Resources: []string{"resourceflavors", "topologies", "clusterqueues", "cohorts", "workloadpriorityclasses"},
+	{APIGroups: []string{"kueue.x-k8s.io"}, Resources: []string{"resourceflavors", "topologies", "clusterqueues", "cohorts", "workloadpriorityclasses", "admissionchecks"},
 		Verbs: []string{"list", "watch"}},
 }
 
@@ -39,6 +39,9 @@ var teamRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{"kueue.x-k8s.io"}, Resources: []string{"localqueues"}, Verbs: []string{"list", "watch"}},
 	// gpubot's pods: watched to learn their nodes and readiness.
 	{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "watch"}},
+	// ProvisioningRequests (Kueue's provisioning admission check asks the
+	// cluster autoscaler with them): watched to tell failed attempts.
+	{APIGroups: []string{"autoscaling.x-k8s.io"}, Resources: []string{"provisioningrequests"}, Verbs: []string{"list", "watch"}},
 }
 
 // kueueConfigRules read Kueue's manager Configuration: one ConfigMap in
@@ -51,7 +54,8 @@ func kueueConfigRules(cfg Config) []rbacv1.PolicyRule {
 // documents: a ClusterRole (and its binding) that only reads cluster-scoped
 // objects; in Kueue's namespace a Role that reads its manager
 // Configuration ConfigMap and nothing else; and in each team namespace a
-// Role and RoleBinding for Jobs, Workloads, LocalQueues and Pods there.
+// Role and RoleBinding for Jobs, Workloads, LocalQueues, Pods and
+// ProvisioningRequests there.
 // Nothing else is granted in any namespace. The bridge watches namespaced objects only in the team
 // namespaces, so this is sufficient; the RBAC integration test proves it.
 func RBAC(cfg Config, o RBACOptions) ([]byte, error) {

@@ -56,7 +56,8 @@ func (b *Bridge) report(v *view, mc managerConfig) commands.KueueReport {
 	r := commands.KueueReport{Pending: map[string]commands.KueueWord{}, Unmatched: slices.Clone(v.unmatched), Approximate: b.unmodelled(v, mc)}
 	for _, name := range slices.Sorted(maps.Keys(v.flavors)) {
 		fi := v.flavors[name]
-		r.Flavors = append(r.Flavors, commands.FlavorNodes{Flavor: name, Nodes: fi.nodes, GPUs: fi.gpus, Topology: fi.topology, Selects: selectsText(fi.nodeLabels)})
+		r.Flavors = append(r.Flavors, commands.FlavorNodes{Flavor: name, Nodes: fi.nodes, GPUs: fi.gpus, Topology: fi.topology, Selects: selectsText(fi.nodeLabels),
+			Elastic: b.elasticFlavors()[name]})
 	}
 	tas := map[string]bool{}
 	for name, fi := range v.flavors {

@@ -129,7 +129,7 @@ func TestWarningsAboutKueueConfiguration(t *testing.T) {
 	if m := snap.Cluster().Policy.Mode; m != "BestEffortFIFO" {
 		t.Errorf("the allocator orders by %s on a cluster; want BestEffortFIFO, as Kueue", m)
 	}
-	_ = ptr.To[int]
+
 }
 
 // The Kueue settings the allocator models are read into the snapshot:

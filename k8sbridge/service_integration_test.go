@@ -71,7 +71,7 @@ func (s *scenario) startBotWith(path string, set commands.Settings, more ...func
 	for _, m := range more {
 		opts = append(opts, m(b))
 	}
-	svc, err := commands.NewService(ctx, set, commands.Deps{Cluster: b, Requests: db, IDs: db, Audit: db, Usage: db, Clock: clock.RealClock{}}, opts...)
+	svc, err := commands.NewService(ctx, set, commands.Deps{Cluster: b, Requests: db, IDs: db, Audit: db, Usage: db, Commit: db, Clock: clock.RealClock{}}, opts...)
 	if err != nil {
 		s.t.Fatal(err)
 	}

@@ -43,7 +43,33 @@ type SetupSpec struct {
 type SetupFlavor struct {
 	Name       string
 	NodeLabels map[string]string
+	// Spot and Provisioned mark elastic capacity. Their ResourceFlavor
+	// tolerates, as NoSchedule taints, the node labels that no reserved
+	// flavor has (the elastic nodes carry them as taints too, so that
+	// reserved work never lands there); a provisioned flavor is
+	// provisioned by its AdmissionCheck (with a Topology, Kueue delays the
+	// topology assignment until the nodes are provisioned).
+	Spot, Provisioned bool
+	// Provisioning is a provisioned flavor's admission check.
+	Provisioning *SetupProvisioning
 }
+
+// SetupProvisioning is a provisioned flavor's AdmissionCheck and
+// ProvisioningRequestConfig (controller kueue.x-k8s.io/provisioning-request).
+type SetupProvisioning struct {
+	AdmissionCheck, Config string
+	// Class is the ProvisioningRequest class ("" is GKE's Dynamic
+	// Workload Scheduler, queued-provisioning.gke.io).
+	Class string
+}
+
+// ProvisioningClassDWS is GKE's Dynamic Workload Scheduler's
+// ProvisioningRequest class, kueue-setup's default.
+const ProvisioningClassDWS = "queued-provisioning.gke.io"
+
+// ProvisioningController is the controllerName of Kueue's
+// ProvisioningRequest admission checks.
+const ProvisioningController = "kueue.x-k8s.io/provisioning-request"
 
 // SetupPriority is one priority class.
 type SetupPriority struct {
@@ -121,6 +147,34 @@ func Setup(spec SetupSpec) []byte {
 		if len(spec.TopologyLevels) > 0 {
 			p("  topologyName: %s", TopologyName)
 		}
+		if taints := elasticTaints(spec.Flavors, f); len(taints) > 0 {
+			p("  tolerations: # the elastic nodes carry these taints, so reserved work stays off them")
+			for _, k := range slices.Sorted(maps.Keys(taints)) {
+				p("    - {key: %s, operator: Equal, value: %s, effect: NoSchedule}", yamlStr(k), yamlStr(taints[k]))
+			}
+		}
+		if pr := f.Provisioning; f.Provisioned && pr != nil {
+			p("---")
+			p("apiVersion: kueue.x-k8s.io/v1beta2")
+			p("kind: ProvisioningRequestConfig")
+			p("metadata:")
+			p("  name: %s", pr.Config)
+			p("spec:")
+			p("  provisioningClassName: %s", cmpOr(pr.Class, ProvisioningClassDWS))
+			p("  managedResources: [%s]", yamlStr(gpu))
+			p("  retryStrategy: {backoffLimitCount: 3, backoffBaseSeconds: 60, backoffMaxSeconds: 1800}")
+			p("---")
+			p("apiVersion: kueue.x-k8s.io/v1beta2")
+			p("kind: AdmissionCheck")
+			p("metadata:")
+			p("  name: %s", pr.AdmissionCheck)
+			p("spec:")
+			p("  controllerName: %s", ProvisioningController)
+			p("  parameters:")
+			p("    apiGroup: kueue.x-k8s.io")
+			p("    kind: ProvisioningRequestConfig")
+			p("    name: %s", pr.Config)
+		}
 	}
 	cohorts := slices.Clone(spec.Cohorts)
 	named := func(c string) bool {
@@ -191,6 +245,13 @@ func Setup(spec SetupSpec) []byte {
 		p("    matchLabels:")
 		p("      kubernetes.io/metadata.name: %s", ns)
 		p("  queueingStrategy: BestEffortFIFO")
+		if checks := provisioningChecks(spec.Flavors, q.Flavors); len(checks) > 0 {
+			p("  admissionChecksStrategy: # provisioned flavors: nodes are asked for once quota is reserved")
+			p("    admissionChecks:")
+			for _, c := range checks {
+				p("      - {name: %s, onFlavors: [%s]}", c[0], c[1])
+			}
+		}
 		p("  preemption:")
 		p("    withinClusterQueue: %s", cmpOr(q.Preemption.WithinClusterQueue, allocator.PreemptNever))
 		p("    reclaimWithinCohort: %s", cmpOr(q.Preemption.ReclaimWithinCohort, allocator.PreemptNever))
@@ -386,4 +447,35 @@ func yamlStr(s string) string {
 		return s
 	}
 	return strconv.Quote(s)
+}
+
+// elasticTaints are the node labels of elastic flavor f that no reserved
+// flavor selects with the same value: its nodes carry them as NoSchedule
+// taints and its ResourceFlavor tolerates them. Nil for a reserved flavor.
+func elasticTaints(all []SetupFlavor, f SetupFlavor) map[string]string {
+	if !f.Spot && !f.Provisioned {
+		return nil
+	}
+	out := map[string]string{}
+	for k, v := range f.NodeLabels {
+		shared := slices.ContainsFunc(all, func(o SetupFlavor) bool { return !o.Spot && !o.Provisioned && o.NodeLabels[k] == v })
+		if !shared {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// provisioningChecks pairs each provisioned flavor a queue lists with its
+// admission check: {check, flavor}.
+func provisioningChecks(all []SetupFlavor, queueFlavors []string) [][2]string {
+	var out [][2]string
+	for _, name := range queueFlavors {
+		for _, f := range all {
+			if f.Name == name && f.Provisioned && f.Provisioning != nil {
+				out = append(out, [2]string{f.Provisioning.AdmissionCheck, f.Name})
+			}
+		}
+	}
+	return out
 }

@@ -52,6 +52,9 @@ type owned struct {
 	// preemptedBy is the Workload UID named by Kueue's Preempted condition.
 	preemptedBy string
 	inactive    bool
+	// evicted says why Kueue evicted it when no other work preempted it
+	// (a spot node gone: NodeFailures); "" otherwise.
+	evicted string
 }
 
 // view is the cluster as the caches show it, in allocator terms.
@@ -185,6 +188,7 @@ func (b *Bridge) readWorkloads(v *view, flavors map[string]*flavorInfo, cqName m
 			if c := apimeta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadPreempted); c != nil && c.Status == metav1.ConditionTrue {
 				o.preemptedBy = preemptorUID(c.Message)
 			}
+			o.evicted = evictedDetail(wl)
 			if ok {
 				applyAnnotations(&w, o.job)
 				if w.Admission != nil && len(w.Admission.Nodes) == 0 {

@@ -297,12 +297,21 @@ func neverFits(cl *allocator.Cluster, w allocator.Workload, tas map[string]bool)
 			flavors = q.Flavors
 		}
 	}
+	elastic := map[string]bool{}
+	for _, f := range cl.Flavors {
+		elastic[f.Name] = f.Elastic
+	}
 	if w.Flavor != "" {
 		flavors = []string{w.Flavor}
+	} else {
+		flavors = slices.DeleteFunc(slices.Clone(flavors), func(f string) bool { return elastic[f] })
 	}
 	for _, f := range flavors {
 		if !tas[f] {
 			return true, "" // Kueue admits there by quota alone, nodes or not
+		}
+		if elastic[f] {
+			return true, "" // spot and provisioned nodes come when asked for
 		}
 	}
 	if _, reason := empty.Fit(w); reason == allocator.ReasonNone {

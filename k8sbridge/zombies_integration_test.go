@@ -93,16 +93,22 @@ func TestZombiePastEndEvictedByKueue(t *testing.T) {
 	// the pods never run, so the Job cannot complete before Kueue's
 	// maximum execution time stops it.
 	s := newScenario(t, map[string]int{"h100": 0}, teamSpec{name: "nlp", quotas: []flavorQuota{{flavor: "h100", nominal: 8}}})
-	x := s.startBotWith(filepath.Join(t.TempDir(), "gpubot.db"), zombieSettings(0))
-	// A request of 10 seconds (chat takes minutes at least), submitted by
-	// the start-up reconciliation as a queued request the cluster lacks.
+	// A request of 10 seconds (chat takes minutes at least), saved by an
+	// earlier run and submitted by the start-up reconciliation as a
+	// queued request the cluster lacks.
+	path := filepath.Join(t.TempDir(), "gpubot.db")
 	now := time.Now()
 	r := records.Request{ID: "r1", Requester: "alice", Team: "nlp", GPUs: 8, Priority: "normal", Duration: 10 * time.Second,
 		Template: "default", Channel: "#gpu-nlp", Origin: "chat", State: records.StateQueued, CreatedAt: now, SubmittedAt: now, QueuedAt: now}
-	if err := x.db.PutRequest(s.ctx, r); err != nil {
+	earlier, err := store.Open(path)
+	if err != nil {
 		t.Fatal(err)
 	}
-	x.svc.Observe(s.ctx, nil)
+	if err := earlier.PutRequest(s.ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	earlier.Close()
+	x := s.startBotWith(path, zombieSettings(0))
 	x.waitState("r1", records.StateRunning)
 	end := x.request("r1").AdmittedAt.Add(10 * time.Second)
 

@@ -4,7 +4,17 @@
 // them and package commands changes them.
 package records
 
-import "time"
+import (
+	"errors"
+	"time"
+)
+
+// ErrNotFound is the error kind of a record that does not exist. Package
+// store wraps it when a getter finds nothing; the ports that read records
+// (commands.RequestStore, simcluster.StateStore, digest.RunLog) promise it,
+// and their users tell it from other failures (a closed or damaged store)
+// with errors.Is.
+var ErrNotFound = errors.New("not found")
 
 // State is where a request is in its life.
 type State string
@@ -95,6 +105,9 @@ type Request struct {
 	// to its first admission, then from each requeue to the admission
 	// after it. A wait still open is not listed.
 	Waits []Wait `json:"waits,omitempty"`
+	// Elastic is set once the request is switched to (or asks for) a spot
+	// or provisioned flavor.
+	Elastic *Elastic `json:"elastic,omitempty"`
 }
 
 // Estimate is a start-time estimate as it was posted.

@@ -69,7 +69,7 @@ func TestPodsNeverReady(t *testing.T) {
 		t.Fatalf("before the timeout: %v, %v", events(evs), err)
 	}
 	// A restart in between keeps the profile.
-	again, _, err := simcluster.New(f.ctx, twoNodes(), f.st, f.clock, notFound)
+	again, _, err := simcluster.New(f.ctx, twoNodes(), f.st, f.clock)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,11 @@
 // Workloads run exactly their requested duration unless removed earlier:
 // the simulated cluster has no notion of a job failing or finishing early
 // on its own. Changes are saved through StateStore after each operation;
-// if saving fails the operation is undone and the error returned.
+// if saving fails the operation is undone and the error returned. With
+// WithSavesByCaller the cluster's owner saves instead: the command
+// service commits the state (Unsaved) in the same transaction as its
+// records of the change, so that a crash cannot keep one without the
+// other, and drops a change whose commit failed (Discard).
 //
 // # Simulated use of the GPUs
 //
@@ -34,27 +38,29 @@ package simcluster
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/gpubot/gpubot/allocator"
 	"github.com/gpubot/gpubot/commands"
+	"github.com/gpubot/gpubot/records"
 )
 
 // StateName is the name under which the state is saved.
 const StateName = "simcluster"
 
-// StateStore keeps the cluster's state between runs.
+// StateStore keeps the cluster's state between runs. GetState's error
+// wraps records.ErrNotFound when nothing was saved yet (a new cluster);
+// any other error is a failure to read it.
 type StateStore interface {
 	GetState(ctx context.Context, name string) ([]byte, error)
 	PutState(ctx context.Context, name string, data []byte) error
-}
-
-// Clock tells the simulated time.
-type Clock interface {
-	Now() time.Time
 }
 
 // state is what is saved.
@@ -65,6 +71,8 @@ type state struct {
 	Usage     map[string]float64   `json:"usage"`
 	// Profiles are the simulated use of workloads that have one.
 	Profiles map[string]Profile `json:"profiles,omitempty"`
+	// Elastic is the held provisioned work and what was provisioned.
+	Elastic elasticState `json:"elastic,omitempty"`
 }
 
 // Profile is how a simulated workload uses its GPUs. The zero value is
@@ -99,64 +107,129 @@ func WithPodsReadyTimeout(d time.Duration) Option {
 	}
 }
 
+// WithSavesByCaller leaves saving to the cluster's owner: a change is
+// kept in memory until Unsaved hands it out and Saved says it is
+// durable. Default: each change is saved through the StateStore.
+func WithSavesByCaller() Option { return func(c *Cluster) { c.callerSaves = true } }
+
 const stateVersion = 1
 
 // Cluster is the simulated cluster.
 type Cluster struct {
-	clock       Clock
+	clock       clock.PassiveClock
 	st          StateStore
-	notFound    func(error) bool
 	podsTimeout time.Duration
+	callerSaves bool
+
+	elastic map[string]ElasticFlavor
 
 	mu       sync.Mutex
 	snap     *allocator.Snapshot
 	profiles map[string]Profile
+	dirty    bool // changed since the owner last saved it (WithSavesByCaller)
+	c        *allocator.Cluster
+	el       elasticState
 }
 
 // New loads the saved state, or starts an empty cluster at the clock's
-// time. isNotFound tells a missing state from a failure to read it. The
-// saved workloads are checked against c: a config change that leaves
-// them without a node or queue is reported, not ignored.
-func New(ctx context.Context, c *allocator.Cluster, st StateStore, clock Clock, isNotFound func(error) bool, opts ...Option) (*Cluster, bool, error) {
-	cl := &Cluster{clock: clock, st: st, notFound: isNotFound, podsTimeout: DefaultPodsReadyTimeout, profiles: map[string]Profile{}}
+// time when none was saved (records.ErrNotFound). The saved workloads are
+// checked against c: a config change that leaves them without a node or
+// queue is reported, not ignored.
+func New(ctx context.Context, c *allocator.Cluster, st StateStore, clk clock.PassiveClock, opts ...Option) (*Cluster, bool, error) {
+	cl := &Cluster{clock: clk, st: st, podsTimeout: DefaultPodsReadyTimeout, profiles: map[string]Profile{}, c: c,
+		el: elasticState{Provisioned: map[string]provisioned{}}}
 	for _, o := range opts {
 		o(cl)
 	}
 	data, err := st.GetState(ctx, StateName)
 	switch {
-	case err != nil && isNotFound(err):
-		snap, err := allocator.NewSnapshot(c, clock.Now(), nil, nil)
+	case errors.Is(err, records.ErrNotFound):
+		snap, err := allocator.NewSnapshot(c, clk.Now(), nil, nil)
 		if err != nil {
 			return nil, false, fmt.Errorf("building the simulated cluster: %w", err)
 		}
 		cl.snap = snap
-		return cl, true, cl.save(ctx, snap, cl.profiles)
+		return cl, true, cl.save(ctx, snap, cl.profiles, cl.el)
 	case err != nil:
 		return nil, false, fmt.Errorf("loading the simulated cluster: %w", err)
 	}
-	var s state
-	if err := json.Unmarshal(data, &s); err != nil {
-		return nil, false, fmt.Errorf("decoding the simulated cluster's saved state: %w", err)
-	}
-	if s.Version != stateVersion {
-		return nil, false, fmt.Errorf("the simulated cluster's saved state has version %d; this gpubot reads version %d", s.Version, stateVersion)
-	}
-	snap, err := allocator.NewSnapshot(c, s.Now, s.Workloads, s.Usage)
-	if err != nil {
-		return nil, false, fmt.Errorf("the saved simulated cluster no longer matches the configuration (%w); move the data directory aside to start afresh", err)
-	}
-	cl.snap = snap
-	for id, p := range s.Profiles {
-		cl.profiles[id] = p
+	if err := cl.load(data); err != nil {
+		return nil, false, err
 	}
 	return cl, false, nil
+}
+
+// load makes the saved state data current. The caller holds c.mu or has
+// the only reference to c.
+func (c *Cluster) load(data []byte) error {
+	var s state
+	if err := json.Unmarshal(data, &s); err != nil {
+		return fmt.Errorf("decoding the simulated cluster's saved state: %w", err)
+	}
+	if s.Version != stateVersion {
+		return fmt.Errorf("the simulated cluster's saved state has version %d; this gpubot reads version %d", s.Version, stateVersion)
+	}
+	snap, err := allocator.NewSnapshot(c.c, s.Now, s.Workloads, s.Usage)
+	if err != nil {
+		return fmt.Errorf("the saved simulated cluster no longer matches the configuration (%w); move the data directory aside to start afresh", err)
+	}
+	c.snap = snap
+	c.profiles = map[string]Profile{}
+	for id, p := range s.Profiles {
+		c.profiles[id] = p
+	}
+	c.el = s.Elastic.clone()
+	return nil
+}
+
+// Unsaved returns the cluster's state to save, if it changed since the
+// last Saved (WithSavesByCaller; never otherwise).
+func (c *Cluster) Unsaved() (records.NamedState, bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.dirty {
+		return records.NamedState{}, false, nil
+	}
+	data, err := c.encode(c.snap, c.profiles, c.el)
+	if err != nil {
+		return records.NamedState{}, false, err
+	}
+	return records.NamedState{Name: StateName, Data: data}, true, nil
+}
+
+// Saved tells the cluster that the state Unsaved last returned is
+// durable. Changes made since are still unsaved only if the caller made
+// them after that call; the command service makes none in between.
+func (c *Cluster) Saved() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.dirty = false
+}
+
+// Discard drops the changes not saved: the cluster goes back to its
+// state as last saved in the StateStore (after a failed commit).
+func (c *Cluster) Discard(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.dirty {
+		return nil
+	}
+	data, err := c.st.GetState(ctx, StateName)
+	if err != nil {
+		return fmt.Errorf("reloading the simulated cluster: %w", err)
+	}
+	if err := c.load(data); err != nil {
+		return err
+	}
+	c.dirty = false
+	return nil
 }
 
 // Snapshot returns a copy of the current state.
 func (c *Cluster) Snapshot(ctx context.Context) (*allocator.Snapshot, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.snap.Clone(), nil
+	return withHeld(c.snap, c.el), nil
 }
 
 // Now is the simulated cluster's own time: the last time it caught up to.
@@ -171,7 +244,7 @@ func (c *Cluster) Now() time.Time {
 func (c *Cluster) NextEvent() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var next time.Time
+	next, _ := c.dueElastic(c.snap, &c.el, c.snap.Now().Add(100*365*24*time.Hour))
 	for _, w := range c.snap.Workloads() {
 		if w.Admission == nil {
 			continue
@@ -211,10 +284,10 @@ func (c *Cluster) SetProfile(ctx context.Context, id string, p Profile) error {
 	}
 	profiles := maps.Clone(c.profiles)
 	profiles[id] = p
-	if err := c.save(ctx, c.snap, profiles); err != nil {
+	if err := c.save(ctx, c.snap, profiles, c.el); err != nil {
 		return err
 	}
-	c.profiles = profiles
+	c.profiles, c.dirty = profiles, false // the whole state was saved
 	return nil
 }
 
@@ -246,16 +319,38 @@ func (c *Cluster) GPUUtilization(_ context.Context, ids []string, window time.Du
 
 // Advance moves the cluster to the clock's time.
 func (c *Cluster) Advance(ctx context.Context) ([]allocator.Event, error) {
-	return c.change(ctx, func(*allocator.Snapshot) ([]allocator.Event, error) { return nil, nil })
+	return c.change(ctx, func(*allocator.Snapshot, *elasticState) ([]allocator.Event, error) { return nil, nil })
 }
 
 // Apply carries out op at the clock's time.
 func (c *Cluster) Apply(ctx context.Context, op commands.Op) ([]allocator.Event, error) {
-	return c.change(ctx, func(s *allocator.Snapshot) ([]allocator.Event, error) {
+	return c.change(ctx, func(s *allocator.Snapshot, e *elasticState) ([]allocator.Event, error) {
 		switch op.Kind {
 		case commands.OpSubmit:
+			if c.hold(s, e, op.Workload) {
+				return nil, nil
+			}
 			return submit(s, op.Workload)
+		case commands.OpSwitch:
+			unhold(e, op.Workload.ID)
+			var events []allocator.Event
+			if _, ok := s.Workload(op.Workload.ID); ok {
+				if _, err := s.Release(op.Workload.ID); err != nil {
+					return nil, err
+				}
+				events = s.Schedule()
+			}
+			if c.hold(s, e, op.Workload) {
+				return events, nil
+			}
+			more, err := submit(s, op.Workload)
+			return append(events, more...), err
 		case commands.OpRemove:
+			if unhold(e, op.ID) {
+				if _, ok := s.Workload(op.ID); !ok {
+					return nil, nil
+				}
+			}
 			if _, ok := s.Workload(op.ID); !ok {
 				return nil, nil // already gone: removing twice is harmless
 			}
@@ -264,6 +359,10 @@ func (c *Cluster) Apply(ctx context.Context, op commands.Op) ([]allocator.Event,
 			}
 			return s.Schedule(), nil
 		case commands.OpExtend:
+			if i := e.holding(op.ID); i >= 0 {
+				e.Held[i].Workload.Duration = op.Duration
+				return nil, nil
+			}
 			if _, err := s.Extend(op.ID, op.Duration); err != nil {
 				return nil, err
 			}
@@ -313,13 +412,14 @@ func submit(s *allocator.Snapshot, w allocator.Workload) ([]allocator.Event, err
 
 // change catches up to the clock, applies fn on a copy, saves it, and
 // only then makes it current.
-func (c *Cluster) change(ctx context.Context, fn func(*allocator.Snapshot) ([]allocator.Event, error)) ([]allocator.Event, error) {
+func (c *Cluster) change(ctx context.Context, fn func(*allocator.Snapshot, *elasticState) ([]allocator.Event, error)) ([]allocator.Event, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	next := c.snap.Clone()
+	el := c.el.clone()
 	now := c.clock.Now()
-	events := next.Advance(now, nil)
-	more, err := fn(next)
+	events := c.advance(next, &el, now)
+	more, err := fn(next, &el)
 	if err != nil {
 		return nil, err
 	}
@@ -327,10 +427,13 @@ func (c *Cluster) change(ctx context.Context, fn func(*allocator.Snapshot) ([]al
 	profiles := maps.Clone(c.profiles)
 	events = append(events, podsEvents(next, profiles, now, c.podsTimeout)...)
 	maps.DeleteFunc(profiles, func(id string, _ Profile) bool { _, ok := next.Workload(id); return !ok })
-	if err := c.save(ctx, next, profiles); err != nil {
+	maps.DeleteFunc(el.Provisioned, func(id string, _ provisioned) bool { _, ok := next.Workload(id); return !ok })
+	if c.callerSaves {
+		c.dirty = true
+	} else if err := c.save(ctx, next, profiles, el); err != nil {
 		return nil, err
 	}
-	c.snap, c.profiles = next, profiles
+	c.snap, c.profiles, c.el = next, profiles, el
 	return events, nil
 }
 
@@ -339,8 +442,14 @@ func (c *Cluster) change(ctx context.Context, fn func(*allocator.Snapshot) ([]al
 // marks them told in profiles.
 func podsEvents(s *allocator.Snapshot, profiles map[string]Profile, now time.Time, timeout time.Duration) []allocator.Event {
 	var out []allocator.Event
-	for _, w := range s.Workloads() {
-		p, ok := profiles[w.ID]
+	ids := make([]string, 0, len(profiles))
+	for id := range profiles {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids) // only workloads with a profile can have pods that never become ready
+	for _, id := range ids {
+		p := profiles[id]
+		w, ok := s.Workload(id)
 		if !ok || !p.PodsNeverReady || w.Admission == nil || p.PodsToldFor.Equal(w.Admission.At) {
 			continue
 		}
@@ -357,14 +466,22 @@ func podsEvents(s *allocator.Snapshot, profiles map[string]Profile, now time.Tim
 	return out
 }
 
-func (c *Cluster) save(ctx context.Context, s *allocator.Snapshot, profiles map[string]Profile) error {
-	st := state{Version: stateVersion, Now: s.Now(), Workloads: s.Workloads(), Usage: s.Usage()}
+func (c *Cluster) encode(s *allocator.Snapshot, profiles map[string]Profile, el elasticState) ([]byte, error) {
+	st := state{Version: stateVersion, Now: s.Now(), Workloads: s.Workloads(), Usage: s.Usage(), Elastic: el}
 	if len(profiles) > 0 {
 		st.Profiles = profiles
 	}
 	data, err := json.Marshal(st)
 	if err != nil {
-		return fmt.Errorf("encoding the simulated cluster: %w", err)
+		return nil, fmt.Errorf("encoding the simulated cluster: %w", err)
+	}
+	return data, nil
+}
+
+func (c *Cluster) save(ctx context.Context, s *allocator.Snapshot, profiles map[string]Profile, el elasticState) error {
+	data, err := c.encode(s, profiles, el)
+	if err != nil {
+		return err
 	}
 	if err := c.st.PutState(ctx, StateName, data); err != nil {
 		return fmt.Errorf("saving the simulated cluster: %w", err)

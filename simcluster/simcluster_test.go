@@ -5,11 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	clocktesting "k8s.io/utils/clock/testing"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -45,8 +46,6 @@ func (f *flakyStore) PutState(ctx context.Context, name string, data []byte) err
 	return f.db.PutState(ctx, name, data)
 }
 
-func notFound(err error) bool { return errors.Is(err, store.ErrNotFound) }
-
 // twoNodes is a cluster of two 8-GPU nodes in one rack and one queue
 // that may use them all.
 func twoNodes() *allocator.Cluster {
@@ -80,7 +79,7 @@ func newFixture(t *testing.T, c *allocator.Cluster) *fixture {
 	}
 	t.Cleanup(func() { db.Close() })
 	f := &fixture{ctx: context.Background(), db: db, st: &flakyStore{db: db}, clock: clocktesting.NewFakeClock(t0)}
-	sim, fresh, err := simcluster.New(f.ctx, c, f.st, f.clock, notFound)
+	sim, fresh, err := simcluster.New(f.ctx, c, f.st, f.clock)
 	if err != nil {
 		t.Fatalf("New on an empty store: %v", err)
 	}
@@ -314,7 +313,7 @@ func TestApply(t *testing.T) {
 			}
 			// Every change was saved: a cluster loaded from the store now
 			// is the same.
-			loaded, fresh, err := simcluster.New(f.ctx, twoNodes(), f.st, f.clock, notFound)
+			loaded, fresh, err := simcluster.New(f.ctx, twoNodes(), f.st, f.clock)
 			if err != nil || fresh {
 				t.Fatalf("reloading: fresh %v, err %v", fresh, err)
 			}
@@ -468,7 +467,7 @@ func TestLoad(t *testing.T) {
 	want, _ := f.sim.Snapshot(f.ctx)
 
 	later := clocktesting.NewFakeClock(t0.Add(48 * time.Hour))
-	got, fresh, err := simcluster.New(f.ctx, twoNodes(), f.st, later, notFound)
+	got, fresh, err := simcluster.New(f.ctx, twoNodes(), f.st, later)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -552,7 +551,7 @@ func TestLoadErrors(t *testing.T) {
 			if tc.prepare != nil {
 				tc.prepare(t, f)
 			}
-			sim, _, err := simcluster.New(f.ctx, tc.cluster(), f.st, f.clock, notFound)
+			sim, _, err := simcluster.New(f.ctx, tc.cluster(), f.st, f.clock)
 			if err == nil {
 				t.Fatalf("New = %v, nil; want an error", sim)
 			}
@@ -582,7 +581,7 @@ func TestFreshStartSaves(t *testing.T) {
 	}
 	defer db.Close()
 	disk := errors.New("disk full")
-	_, _, err = simcluster.New(f.ctx, twoNodes(), &flakyStore{db: db, failPut: disk}, f.clock, notFound)
+	_, _, err = simcluster.New(f.ctx, twoNodes(), &flakyStore{db: db, failPut: disk}, f.clock)
 	if !errors.Is(err, disk) {
 		t.Errorf("fresh start with a failing store: %v; want an error wrapping %v", err, disk)
 	}

@@ -54,8 +54,9 @@ const Cohort = "cluster"
 // evenly as nominal quotas (the remainder to the first teams), no
 // borrowing or lending limits. With cpu (mem), nodes have their CPU
 // (memory) and every queue a CPU (memory) quota on each flavor, split
-// the same way from the flavor's nodes' totals.
-func buildCluster(nodes []Node, teams []string, pol Policy, placement allocator.Placement, seed uint64, cpu, mem bool) (*allocator.Cluster, error) {
+// the same way from the flavor's nodes' totals. The flavor named elastic
+// (if any) is an elastic pool (see elastic.go).
+func buildCluster(nodes []Node, teams []string, pol Policy, placement allocator.Placement, seed uint64, cpu, mem bool, elastic string) (*allocator.Cluster, error) {
 	type flav struct {
 		name       string
 		gpn, total int
@@ -92,7 +93,7 @@ func buildCluster(nodes []Node, teams []string, pol Policy, placement allocator.
 		return strings.Compare(a.name, b.name)
 	})
 	for _, f := range flavs {
-		c.Flavors = append(c.Flavors, allocator.Flavor{Name: f.name, GPUsPerNode: f.gpn})
+		c.Flavors = append(c.Flavors, allocator.Flavor{Name: f.name, GPUsPerNode: f.gpn, Elastic: f.name == elastic})
 	}
 	for i, t := range teams {
 		q := allocator.Queue{Name: t, Cohort: Cohort, Weight: 1, Quotas: map[string]allocator.Quota{}, Preemption: pol.Preemption}
@@ -136,13 +137,26 @@ func buildCluster(nodes []Node, teams []string, pol Policy, placement allocator.
 type Change struct {
 	Flavor string
 	GPUs   int
+	// Capacity is "" for reserved GPUs, or CapacitySpot or
+	// CapacityProvisioned for an elastic pool (see elastic.go).
+	Capacity string
 }
 
-func (c Change) String() string { return fmt.Sprintf("%+dx%s", c.GPUs, c.Flavor) }
+func (c Change) String() string {
+	if c.Capacity != "" {
+		return fmt.Sprintf("%+dx%s:%s", c.GPUs, c.Flavor, c.Capacity)
+	}
+	return fmt.Sprintf("%+dx%s", c.GPUs, c.Flavor)
+}
 
 // ParseChange reads "16xg2" or "+16xg2" (add 16 GPUs of flavor g2) or
-// "-16xg2" (remove them), the syntax of the chat's /gpu whatif.
+// "-16xg2" (remove them), the syntax of the chat's /gpu whatif, and
+// "16xg2:spot" or "16xg2:provisioned" (add an elastic pool of 16 GPUs).
 func ParseChange(s string) (Change, error) {
+	s, kind, elastic := strings.Cut(strings.TrimSpace(s), ":")
+	if elastic && kind != CapacitySpot && kind != CapacityProvisioned {
+		return Change{}, fmt.Errorf("%q: %q is not spot or provisioned", s+":"+kind, kind)
+	}
 	n, f, ok := strings.Cut(strings.TrimSpace(s), "x")
 	if !ok || f == "" {
 		return Change{}, fmt.Errorf("%q: want <N>x<flavor>, like 16xg2 or -8xt4", s)
@@ -151,7 +165,10 @@ func ParseChange(s string) (Change, error) {
 	if err != nil || g == 0 {
 		return Change{}, fmt.Errorf("%q: %q is not a number of GPUs other than 0", s, n)
 	}
-	return Change{Flavor: Flavor(f), GPUs: g}, nil
+	if elastic && g < 0 {
+		return Change{}, fmt.Errorf("%q: an elastic pool is added, not removed", s+":"+kind)
+	}
+	return Change{Flavor: Flavor(f), GPUs: g, Capacity: kind}, nil
 }
 
 // ApplyChanges returns nodes with the changes made: added GPUs become
@@ -175,14 +192,23 @@ func ApplyChanges(nodes []Node, changes []Change) ([]Node, string, error) {
 		if ch.GPUs > 0 {
 			proto := commonNode(out, same)
 			left, k := ch.GPUs, 0
+			name, block := ch.Flavor+"-added", ch.Flavor+"-added"
+			if ch.Capacity != "" {
+				proto.Model = elasticName(ch)
+				name, block = elasticName(ch), elasticName(ch)
+			}
 			for left > 0 {
 				k++
 				n := proto
-				n.Name = fmt.Sprintf("%s-added-%03d", ch.Flavor, k)
+				n.Name = fmt.Sprintf("%s-%03d", name, k)
 				n.GPUs = min(proto.GPUs, left)
-				n.Block, n.Rack = ch.Flavor+"-added", ""
+				n.Block, n.Rack = block, ""
 				left -= n.GPUs
 				out = append(out, n)
+			}
+			if ch.Capacity != "" {
+				notes = append(notes, fmt.Sprintf("added a %s pool %s of %d %s GPUs (%s) that only jobs switched to it after waiting use", ch.Capacity, elasticName(ch), ch.GPUs, ch.Flavor, plural(k, "node")))
+				continue
 			}
 			notes = append(notes, fmt.Sprintf("added %d %s GPUs as %s", ch.GPUs, ch.Flavor, plural(k, "node")))
 			continue

@@ -43,8 +43,16 @@ type Setup struct {
 	Load       Load
 	Fractional Fractional // "" is FractionalRoundUp
 	// Changes, if any, are replayed too, and compared with the cluster as
-	// given.
+	// given. At most one may add an elastic pool (see elastic.go).
 	Changes []Change
+	// OfferAfter, ProvisioningTime and ElasticPrice describe the elastic
+	// pool's use: jobs switch after waiting OfferAfter (default 1 h), a
+	// provisioned pool's jobs start ProvisioningTime later (default 20
+	// min), and a GPU-hour there costs ElasticPrice (0: not priced).
+	OfferAfter, ProvisioningTime time.Duration
+	ElasticPrice                 float64
+	// Currency is put before prices ("$"; default none).
+	Currency string
 	// Calibrate is how many submissions at most get the estimate the bot
 	// would have posted (see the package doc); 0 means none, < 0 all.
 	Calibrate int
@@ -149,12 +157,19 @@ func Replay(s Setup) (*Report, error) {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			cl, err := buildCluster(t.v.nodes, p.teams, t.pol, s.Placement, s.Seed, p.cpu, p.mem)
+			var es *elasticSim
+			pool := ""
+			if c, ok := elasticOf(s.Changes); ok && t.v.name != "as given" {
+				es = newElasticSim(&s, c)
+				pool = es.flavor
+				es.base = c.Flavor
+			}
+			cl, err := buildCluster(t.v.nodes, p.teams, t.pol, s.Placement, s.Seed, p.cpu, p.mem, pool)
 			if err != nil {
 				errs[i] = err
 				return
 			}
-			t.out, errs[i] = replayOne(p, cl, t.pol, t.v.name, runName(t), s.Progress, s.check)
+			t.out, errs[i] = replayOne(p, cl, t.pol, t.v.name, runName(t), s.Progress, s.check, es)
 		}()
 	}
 	wg.Wait()
@@ -178,6 +193,22 @@ type state struct {
 	lostGPUSeconds    float64
 	est               *allocator.Estimate
 	reason            allocator.Reason // at submission, if it waited
+	switched          bool             // moved to the elastic pool
+}
+
+// workload is job i as the allocator sees it, on flavor ("" for any),
+// with its CPU and memory where they count.
+func (e *engine) workload(i int, flavor string) allocator.Workload {
+	j := e.p.jobs[i]
+	w := allocator.Workload{ID: j.ID, Queue: j.Team, Priority: j.prio, GPUs: j.gpus, Flavor: flavor,
+		Topology: j.topo, Created: j.submit, Duration: j.requested}
+	if e.p.cpu {
+		w.CPU = j.CPU
+	}
+	if e.p.mem {
+		w.Memory = j.Memory << 20
+	}
+	return w
 }
 
 // engine is one replay in progress.
@@ -201,10 +232,11 @@ type engine struct {
 	finished int                       // jobs finished
 	check    func(string, *allocator.Snapshot, int, int, int) error
 	byPrio   bool // the policy orders by priority
+	elastic  *elasticSim
 }
 
 func replayOne(p *prepared, cl *allocator.Cluster, pol Policy, capacity, name string, progress func(string, int, int),
-	check func(string, *allocator.Snapshot, int, int, int) error) (*Run, error) {
+	check func(string, *allocator.Snapshot, int, int, int) error, es *elasticSim) (*Run, error) {
 	snap, err := allocator.NewSnapshot(cl, Epoch, nil, nil)
 	if err != nil {
 		return nil, err
@@ -216,6 +248,7 @@ func replayOne(p *prepared, cl *allocator.Cluster, pol Policy, capacity, name st
 		pendPos: make([]int, len(p.jobs)),
 		check:   check,
 		byPrio:  pol.Mode != allocator.FirstComeFirstServed,
+		elastic: es,
 	}
 	for _, n := range cl.Nodes {
 		e.total += n.GPUs
@@ -236,6 +269,9 @@ func replayOne(p *prepared, cl *allocator.Cluster, pol Policy, capacity, name st
 			}
 			e.sample(nextSample)
 			nextSample = nextSample.Add(p.sampleEvery)
+			if err := e.stepElastic(drv); err != nil {
+				return nil, err
+			}
 			continue
 		}
 		// As the simulated cluster does: catch up to the time, add what
@@ -246,21 +282,16 @@ func replayOne(p *prepared, cl *allocator.Cluster, pol Policy, capacity, name st
 		k := i
 		for ; k < len(p.jobs) && p.jobs[k].submit.Equal(t); k++ {
 			j := p.jobs[k]
-			w := allocator.Workload{ID: j.ID, Queue: j.Team, Priority: j.prio, GPUs: j.gpus, Flavor: j.Flavor,
-				Topology: j.topo, Created: j.submit, Duration: j.requested}
-			if p.cpu {
-				w.CPU = j.CPU
-			}
-			if p.mem {
-				w.Memory = j.Memory << 20
-			}
-			if err := drv.Add(w); err != nil {
+			if err := drv.Add(e.workload(k, j.Flavor)); err != nil {
 				return nil, fmt.Errorf("%s: job %s: %w", name, j.ID, err)
 			}
 			e.addPending(k)
 			e.arrived = append(e.arrived, k)
 		}
 		if err := e.step(drv.Schedule()); err != nil {
+			return nil, err
+		}
+		if err := e.stepElastic(drv); err != nil {
 			return nil, err
 		}
 		for ; i < k; i++ {
@@ -289,8 +320,20 @@ func replayOne(p *prepared, cl *allocator.Cluster, pol Policy, capacity, name st
 		}
 		e.sample(nextSample)
 		nextSample = nextSample.Add(p.sampleEvery)
+		if err := e.stepElastic(drv); err != nil {
+			return nil, err
+		}
 	}
-	for e.running > 0 {
+	for e.running > 0 || e.elastic != nil && len(e.elastic.held) > 0 {
+		if e.elastic != nil && len(e.elastic.held) > 0 {
+			if err := e.step(drv.Advance(e.elastic.held[0].ready)); err != nil {
+				return nil, err
+			}
+			if err := e.stepElastic(drv); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		if err := e.step(drv.Advance(snap.Now().Add(24*time.Hour + p.maxRuntime()))); err != nil {
 			return nil, err
 		}
@@ -350,6 +393,7 @@ func (e *engine) handle(evs []allocator.Event) {
 		j := e.byID[ev.ID]
 		s := &e.st[j.idx]
 		e.advanceTo(ev.At)
+		e.noteElastic(ev, j.idx, j.gpus)
 		switch ev.Kind {
 		case allocator.EventAdmitted:
 			if !s.started {

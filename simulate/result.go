@@ -41,9 +41,11 @@ func summarizeCluster(name string, nodes []Node) ClusterSummary {
 
 // Run is one policy's replay on one cluster.
 type Run struct {
-	Name     string `json:"name"`
-	Policy   string `json:"policy"`
-	Capacity string `json:"capacity"`
+	// Elastic is what the elastic pool of the what-if did; nil without one.
+	Elastic  *ElasticRun `json:"elastic,omitempty"`
+	Name     string      `json:"name"`
+	Policy   string      `json:"policy"`
+	Capacity string      `json:"capacity"`
 	// Waits from submission to first start, by priority class and over
 	// all jobs.
 	Waits    map[string]WaitStats `json:"waitsByPriority"`
@@ -147,6 +149,7 @@ type JobResult struct {
 const calibrationTolerance = time.Minute
 
 func (e *engine) finish() {
+	e.finishElastic()
 	p, r := e.p, e.run
 	endT := e.lastT // the last event
 	r.MakespanHours = endT.Sub(p.first).Hours()

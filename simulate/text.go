@@ -156,6 +156,11 @@ func writeWhatIf(b *strings.Builder, rep *Report) {
 			pct(o.Starvation), pct(r.Starvation), 100*o.Utilisation, 100*r.Utilisation)
 	}
 	tw.Flush()
+	for _, r := range rep.Runs {
+		if line := elasticLine(r); line != "" {
+			b.WriteString(line + ".\n")
+		}
+	}
 }
 
 func clusterLine(c ClusterSummary) string {

@@ -22,22 +22,29 @@ func (db *DB) AppendAudit(ctx context.Context, e records.AuditEntry) (uint64, er
 		return 0, err
 	}
 	err := db.update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketAudit)
-		seq, err := b.NextSequence()
-		if err != nil {
-			return err
-		}
-		e.Seq = seq
-		v, err := json.Marshal(e)
-		if err != nil {
-			return fmt.Errorf("encoding: %w", err)
-		}
-		return b.Put(auditKey(seq), v)
+		var err error
+		e.Seq, err = appendAudit(tx, e)
+		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("appending audit entry %s by %s: %w", e.Action, e.Actor, err)
 	}
 	return e.Seq, nil
+}
+
+// appendAudit appends e in tx and returns its sequence number.
+func appendAudit(tx *bolt.Tx, e records.AuditEntry) (uint64, error) {
+	b := tx.Bucket(bucketAudit)
+	seq, err := b.NextSequence()
+	if err != nil {
+		return 0, err
+	}
+	e.Seq = seq
+	v, err := json.Marshal(e)
+	if err != nil {
+		return 0, fmt.Errorf("encoding: %w", err)
+	}
+	return seq, b.Put(auditKey(seq), v)
 }
 
 // AuditQuery selects audit entries. Zero fields do not filter.

@@ -330,5 +330,18 @@ func (c *recordCheck) all(tx *bolt.Tx) {
 		_, err := decodeSample(k, v)
 		return err
 	})
+	var lastOut uint64
+	outbox := c.each(tx, bucketOutbox, func(k, v []byte) error {
+		m, err := decodeOutbound(k, v)
+		lastOut = max(lastOut, m.Seq)
+		return err
+	})
+	c.each(tx, bucketInbox, func(k, v []byte) error {
+		_, err := decodeInbound(k, v)
+		return err
+	})
+	if outbox != nil && outbox.Sequence() < lastOut {
+		c.problemf("bucket %s: the sequence is at %d but message %d is stored", bucketOutbox, outbox.Sequence(), lastOut)
+	}
 	slices.Sort(c.rep.Unknown)
 }

@@ -249,6 +249,16 @@ func TestDamagedStores(t *testing.T) {
 		"undecodable zombie":               {data: plantRaw(t, good, put("zombies", "\x00\x00\x00\x00\x00\x00\x00\x02", "{")), want: ErrCorrupt, msg: "zombies"},
 		"dedupe expiry of the wrong size":  {data: plantRaw(t, good, put("dedupe", "slack:env:1", "soon")), want: ErrCorrupt, msg: "dedupe"},
 		"usage-max-span of the wrong size": {data: plantRaw(t, good, put("meta", "usage-max-span", "1h")), want: ErrCorrupt, msg: "usage-max-span"},
+		"undecodable outbox message":       {data: plantRaw(t, good, put("outbox", "\x00\x00\x00\x00\x00\x00\x00\x01", "{")), want: ErrCorrupt, msg: "outbox"},
+		"outbox message under another sequence": {data: plantRaw(t, good, func(tx *bolt.Tx) error {
+			b := tx.Bucket(bucketOutbox)
+			if err := b.SetSequence(2); err != nil {
+				return err
+			}
+			return b.Put(seqKey(2), []byte(`{"seq":1,"message":"e30="}`))
+		}), want: ErrCorrupt, msg: "record has sequence 1"},
+		"outbox message past the sequence": {data: plantRaw(t, good, put("outbox", "\x00\x00\x00\x00\x00\x00\x00\x09", `{"seq":9,"message":"e30="}`)), want: ErrCorrupt, msg: "sequence is at"},
+		"undecodable inbox delivery":       {data: plantRaw(t, good, put("inbox", "slack:env:9", "{")), want: ErrCorrupt, msg: "inbox"},
 		"a bucket where records belong": {data: plantRaw(t, good, func(tx *bolt.Tx) error {
 			_, err := tx.Bucket(bucketRequests).CreateBucket([]byte("r5x"))
 			return err

@@ -45,30 +45,38 @@ func (db *DB) Seen(ctx context.Context, key string, now time.Time, ttl time.Dura
 
 	var seen bool
 	err = db.update(func(tx *bolt.Tx) error {
-		keys, byExpiry := tx.Bucket(bucketDedupe), tx.Bucket(bucketDedupeExpiry)
-		if err := pruneDedupe(keys, byExpiry, nowN, pruneBatch); err != nil {
-			return err
-		}
-		k := []byte(key)
-		if old := keys.Get(k); old != nil {
-			if len(old) != 8 {
-				return corrupt(bucketDedupe, strconv.Quote(key), fmt.Errorf("value is %d bytes, want 8", len(old)))
-			}
-			oldN := binary.BigEndian.Uint64(old)
-			seen = oldN > nowN
-			if err := byExpiry.Delete(expiryKey(oldN, k)); err != nil {
-				return err
-			}
-		}
-		if err := keys.Put(k, binary.BigEndian.AppendUint64(nil, expN)); err != nil {
-			return err
-		}
-		return byExpiry.Put(expiryKey(expN, k), nil)
+		var err error
+		seen, err = seenTx(tx, key, nowN, expN)
+		return err
 	})
 	if err != nil {
 		return false, fmt.Errorf("recording dedupe key %q: %w", key, err)
 	}
 	return seen, nil
+}
+
+// seenTx is Seen inside tx, with now and the expiry in unix nanoseconds.
+func seenTx(tx *bolt.Tx, key string, nowN, expN uint64) (bool, error) {
+	keys, byExpiry := tx.Bucket(bucketDedupe), tx.Bucket(bucketDedupeExpiry)
+	if err := pruneDedupe(keys, byExpiry, nowN, pruneBatch); err != nil {
+		return false, err
+	}
+	seen := false
+	k := []byte(key)
+	if old := keys.Get(k); old != nil {
+		if len(old) != 8 {
+			return false, corrupt(bucketDedupe, strconv.Quote(key), fmt.Errorf("value is %d bytes, want 8", len(old)))
+		}
+		oldN := binary.BigEndian.Uint64(old)
+		seen = oldN > nowN
+		if err := byExpiry.Delete(expiryKey(oldN, k)); err != nil {
+			return false, err
+		}
+	}
+	if err := keys.Put(k, binary.BigEndian.AppendUint64(nil, expN)); err != nil {
+		return false, err
+	}
+	return seen, byExpiry.Put(expiryKey(expN, k), nil)
 }
 
 // pruneDedupe removes up to limit keys that expired at or before nowN.

@@ -20,7 +20,10 @@
 // (returning ctx.Err() as is) and then runs exactly one bbolt transaction: writes are all or nothing, and a
 // method that returns nil has made its change durable, because bbolt
 // fsyncs the file on each commit. Several changes that must land together
-// go through one call (SaveRequests, UpdateState).
+// go through one call: Commit writes a decision's requests, audit entries,
+// usage, zombies, named state (the simulated cluster's), job runs and
+// outbox messages in one transaction (SaveRequests and UpdateState are
+// narrower).
 //
 // Errors say what was being done ("saving request r7: …") and wrap the
 // sentinels ErrNotFound, ErrLocked, ErrSchema, ErrClosed, ErrCorrupt,
@@ -64,7 +67,8 @@
 //	               records.UsageRecord as JSON, so scans by time are cheap.
 //	usage-index    8-byte Start + request ID → key in usage; makes
 //	               AppendUsage idempotent per (Request, Start).
-//	threads        request ID → records.Thread as JSON
+//	threads        request ID → records.Thread as JSON (where its card is); also
+//	               "channel:#name" → the ID of a channel configured by name
 //	dedupe         delivery key → 8-byte big-endian expiry (unix nanoseconds)
 //	dedupe-expiry  8-byte expiry + delivery key → nothing; oldest first, for
 //	               pruning
@@ -78,6 +82,16 @@
 //	samples        8-byte big-endian At (unix nanoseconds) → records.Sample as
 //	               JSON: the cluster's fragmentation and what the queue waited
 //	               for, sampled periodically for the digest's averages
+//	outbox         8-byte big-endian sequence (1, 2, …) → records.Outbound as
+//	               JSON: a message gpubot means to send, written in the same
+//	               transaction as the decision that causes it (Commit) and
+//	               removed once the chat platform confirmed it (Delivered).
+//	               The bucket's sequence is the last one given.
+//	inbox          delivery key → records.Inbound as JSON: a delivery from the
+//	               chat platform, stored before it is acked (Receive) and
+//	               removed with the decision it led to (Commit) or once
+//	               handled (Handled); handled at the next start if a crash
+//	               came between. The bucket's sequence orders them.
 //
 // # Caveats
 //

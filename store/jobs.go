@@ -75,24 +75,29 @@ func (db *DB) PutRun(ctx context.Context, run records.JobRun) error {
 	if run.Job == "" {
 		return errors.New("recording a job run: no job name")
 	}
-	v, err := json.Marshal(run)
-	if err != nil {
-		return fmt.Errorf("recording a run of job %s: encoding: %w", run.Job, err)
-	}
-	err = db.update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketJobs)
-		if old, ok := lookup(b, []byte(run.Job)); ok {
-			var prev records.JobRun
-			if err := json.Unmarshal(old, &prev); err == nil && run.Due.Before(prev.Due) {
-				return fmt.Errorf("it is due %s, before the recorded run due %s", run.Due.Format(time.RFC3339), prev.Due.Format(time.RFC3339))
-			}
-		}
-		return b.Put([]byte(run.Job), v)
-	})
-	if err != nil {
+	if err := db.update(func(tx *bolt.Tx) error { return putRun(tx, run) }); err != nil {
 		return fmt.Errorf("recording a run of job %s: %w", run.Job, err)
 	}
 	return nil
+}
+
+// putRun records run in tx, refusing one due before the recorded run.
+func putRun(tx *bolt.Tx, run records.JobRun) error {
+	if run.Job == "" {
+		return errors.New("no job name")
+	}
+	v, err := json.Marshal(run)
+	if err != nil {
+		return fmt.Errorf("encoding: %w", err)
+	}
+	b := tx.Bucket(bucketJobs)
+	if old, ok := lookup(b, []byte(run.Job)); ok {
+		var prev records.JobRun
+		if err := json.Unmarshal(old, &prev); err == nil && run.Due.Before(prev.Due) {
+			return fmt.Errorf("it is due %s, before the recorded run due %s", run.Due.Format(time.RFC3339), prev.Due.Format(time.RFC3339))
+		}
+	}
+	return b.Put([]byte(run.Job), v)
 }
 
 // AppendSample stores s under its time; a second sample at the same At

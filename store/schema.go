@@ -27,11 +27,13 @@ var (
 	bucketZombies      = []byte("zombies")
 	bucketJobs         = []byte("jobs")
 	bucketSamples      = []byte("samples")
+	bucketOutbox       = []byte("outbox")
+	bucketInbox        = []byte("inbox")
 
 	allBuckets = [][]byte{
 		bucketMeta, bucketRequests, bucketAudit, bucketUsage, bucketUsageIndex,
 		bucketThreads, bucketDedupe, bucketDedupeExpiry, bucketState, bucketZombies,
-		bucketJobs, bucketSamples,
+		bucketJobs, bucketSamples, bucketOutbox, bucketInbox,
 	}
 )
 

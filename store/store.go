@@ -13,13 +13,16 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/gpubot/gpubot/records"
 )
 
 // Errors reported by the store. Compare with errors.Is: the store wraps
 // them with what it was doing.
 var (
 	// ErrNotFound is returned by the getters when there is no such record.
-	ErrNotFound = errors.New("not found")
+	// It is records.ErrNotFound, the kind the consumers' ports compare with.
+	ErrNotFound = records.ErrNotFound
 
 	// ErrLocked is returned by Open when another process (or another DB
 	// value in this process) holds the file and does not let go within

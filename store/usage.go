@@ -26,15 +26,27 @@ func (db *DB) AppendUsage(ctx context.Context, u records.UsageRecord) error {
 	if err := db.ready(ctx); err != nil {
 		return err
 	}
+	if _, _, _, err := usageKeys(u); err != nil {
+		return fmt.Errorf("recording usage of %s: %w", u.Request, err)
+	}
+	if err := db.update(func(tx *bolt.Tx) error { return appendUsage(tx, u) }); err != nil {
+		return fmt.Errorf("recording usage of %s: %w", u.Request, err)
+	}
+	return nil
+}
+
+// appendUsage records u in tx, replacing a record of the same (Request,
+// Start).
+func appendUsage(tx *bolt.Tx, u records.UsageRecord) error {
 	key, idx, span, err := usageKeys(u)
 	if err != nil {
-		return fmt.Errorf("recording usage of %s: %w", u.Request, err)
+		return err
 	}
 	v, err := json.Marshal(u)
 	if err != nil {
-		return fmt.Errorf("recording usage of %s: encoding: %w", u.Request, err)
+		return fmt.Errorf("encoding: %w", err)
 	}
-	err = db.update(func(tx *bolt.Tx) error {
+	{
 		usage, index := tx.Bucket(bucketUsage), tx.Bucket(bucketUsageIndex)
 		if old := index.Get(idx); old != nil {
 			if err := usage.Delete(bytes.Clone(old)); err != nil {
@@ -56,11 +68,7 @@ func (db *DB) AppendUsage(ctx context.Context, u records.UsageRecord) error {
 			return meta.Put(keyUsageMaxSpan, binary.BigEndian.AppendUint64(nil, span))
 		}
 		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("recording usage of %s: %w", u.Request, err)
 	}
-	return nil
 }
 
 // Usage returns the usage records that overlap [from, to), that is those

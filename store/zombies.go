@@ -30,35 +30,44 @@ func (db *DB) PutZombie(ctx context.Context, z records.Zombie) (records.Zombie, 
 		doing = "saving a new zombie of " + cmp.Or(z.Request, z.Workload)
 	}
 	err := db.update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketZombies)
-		var key []byte
 		if z.ID == "" {
-			n, err := b.NextSequence()
+			n, err := tx.Bucket(bucketZombies).NextSequence()
 			if err != nil {
 				return err
 			}
-			key = seqKey(n)
 			z.ID = zombieID(n)
-		} else {
-			n, ok := zombieNumber(z.ID)
-			if !ok {
-				return fmt.Errorf("%q is not a zombie ID: %w", z.ID, ErrNotFound)
-			}
-			key = seqKey(n)
-			if b.Get(key) == nil {
-				return ErrNotFound
-			}
+			return putZombie(tx, z)
 		}
-		v, err := json.Marshal(z)
-		if err != nil {
-			return fmt.Errorf("encoding: %w", err)
+		b := tx.Bucket(bucketZombies)
+		if n, ok := zombieNumber(z.ID); !ok || b.Get(seqKey(n)) == nil {
+			return ErrNotFound
 		}
-		return b.Put(key, v)
+		return putZombie(tx, z)
 	})
 	if err != nil {
 		return records.Zombie{}, fmt.Errorf("%s: %w", doing, err)
 	}
 	return z, nil
+}
+
+// putZombie writes z, which has an ID, in tx, moving the ID counter past
+// it.
+func putZombie(tx *bolt.Tx, z records.Zombie) error {
+	b := tx.Bucket(bucketZombies)
+	n, ok := zombieNumber(z.ID)
+	if !ok {
+		return fmt.Errorf("%q is not a zombie ID", z.ID)
+	}
+	if n > b.Sequence() {
+		if err := b.SetSequence(n); err != nil {
+			return err
+		}
+	}
+	v, err := json.Marshal(z)
+	if err != nil {
+		return fmt.Errorf("encoding: %w", err)
+	}
+	return b.Put(seqKey(n), v)
 }
 
 // GetZombie returns the zombie with the given ID, or an error wrapping

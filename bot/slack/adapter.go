@@ -69,8 +69,9 @@ type Adapter struct {
 	clock   clock.Clock
 	observe func(method string, d time.Duration)
 	dedupe  bot.Deduper
+	outbox  Delivered
 	ttl     time.Duration
-	dclock  bot.Clock
+	dclock  clock.PassiveClock
 	httpc   *http.Client
 	// pingTimeout: 0 is slack-go's default.
 	pingTimeout time.Duration
@@ -92,13 +93,14 @@ type Adapter struct {
 	runCtx     context.Context
 	stopRun    context.CancelFunc
 
-	mu     sync.Mutex
-	sock   *socketConn               // the newest Socket Mode connection
-	lanes  map[string]string         // request → lane of its card
-	cards  map[string]records.Thread // request → card
-	dms    map[string]string         // user → DM channel
-	routes map[string]*route         // user+channel → response_url
-	homes  map[string]time.Time      // user → when they last opened App Home
+	mu      sync.Mutex
+	sock    *socketConn               // the newest Socket Mode connection
+	lanes   map[string]string         // request → lane of its card
+	cards   map[string]records.Thread // request → card
+	dms     map[string]string         // user → DM channel
+	chanIDs map[string]string         // channel name → ID
+	routes  map[string]*route         // user+channel → response_url
+	homes   map[string]time.Time      // user → when they last opened App Home
 
 	homeEvery time.Duration // how often App Home is refreshed after changes
 	homeDirty atomic.Bool   // something was sent since the last refresh
@@ -133,9 +135,21 @@ func WithObserver(f func(method string, d time.Duration)) Option {
 
 // WithDeduper drops App Home events seen within ttl by c's time
 // (commands and buttons are deduplicated by the runtime). Default: none.
-func WithDeduper(d bot.Deduper, ttl time.Duration, c bot.Clock) Option {
+func WithDeduper(d bot.Deduper, ttl time.Duration, c clock.PassiveClock) Option {
 	return func(a *Adapter) { a.dedupe, a.ttl, a.dclock = d, ttl, c }
 }
+
+// Delivered is told when a kept output (one with a Seq) has gone out.
+// *store.DB satisfies it.
+type Delivered interface {
+	Delivered(ctx context.Context, seq uint64) error
+}
+
+// WithOutbox tells o once each kept output's Web API calls are done
+// (made, or given up after their retries); calls still queued when
+// gpubot stops are not, so the output is sent again at the next start
+// (bot.Runtime.Replay). Default: nobody is told.
+func WithOutbox(o Delivered) Option { return func(a *Adapter) { a.outbox = o } }
 
 // WithPingTimeout sets how long the connection may go without a ping
 // from Slack before it is replaced. Default 30 s (slack-go's).
@@ -168,7 +182,7 @@ func New(cfg Config, svc Service, threads ThreadStore, opts ...Option) *Adapter 
 		observe: func(string, time.Duration) {},
 		httpc:   &http.Client{Timeout: 30 * time.Second},
 		lanes:   map[string]string{}, cards: map[string]records.Thread{},
-		dms: map[string]string{}, routes: map[string]*route{}, homes: map[string]time.Time{},
+		dms: map[string]string{}, routes: map[string]*route{}, homes: map[string]time.Time{}, chanIDs: map[string]string{},
 		homeEvery:  time.Minute,
 		tokenTries: 3, tokenEvery: 10 * time.Second,
 	}

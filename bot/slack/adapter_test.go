@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
+
 	"github.com/gpubot/gpubot/bot"
 	"github.com/gpubot/gpubot/bot/slack/slackfake"
 	"github.com/gpubot/gpubot/commands"
@@ -221,7 +224,7 @@ func TestAdapterSurvivesPingTimeouts(t *testing.T) {
 	fake := slackfake.Start(t, slackfake.WithPingInterval(time.Hour))
 	a := New(Config{BotToken: slackfake.BotToken, AppToken: slackfake.AppToken, APIURL: fake.APIURL()},
 		stubService{}, &memThreads{m: map[string]records.Thread{}}, WithPingTimeout(300*time.Millisecond))
-	rt := bot.New(echo{}, a, bot.WithDeduper(&memDedupe{seen: map[string]bool{}}, time.Hour, clockNow{}))
+	rt := bot.New(echo{}, a, bot.WithDeduper(&memDedupe{seen: map[string]bool{}}, time.Hour, clock.RealClock{}))
 	ctx, cancel := context.WithCancel(context.Background())
 	rt.Start(ctx)
 	done := make(chan error, 1)
@@ -277,17 +280,18 @@ func TestAdapterSurvivesPingTimeouts(t *testing.T) {
 	}
 }
 
-type clockNow struct{}
-
-func (clockNow) Now() time.Time { return time.Now() }
-
 // TestAdapterKeepsOpenHomeTabsCurrent: a Home tab that was opened is
 // published again after something was sent, once per round, and not when
-// nothing changed; people who never opened it are left alone.
+// nothing changed; people who never opened it are left alone. The rounds
+// are on the adapter's clock, a fake one stepped here: nothing else in
+// the test waits on it, so a waiter on it is the refresh loop waiting for
+// its next round.
 func TestAdapterKeepsOpenHomeTabsCurrent(t *testing.T) {
 	fake := slackfake.Start(t)
+	clk := clocktesting.NewFakeClock(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
+	const every = time.Minute
 	a := New(Config{BotToken: slackfake.BotToken, AppToken: slackfake.AppToken, APIURL: fake.APIURL()},
-		stubService{}, &memThreads{m: map[string]records.Thread{}}, WithHomeRefresh(20*time.Millisecond))
+		stubService{}, &memThreads{m: map[string]records.Thread{}}, WithHomeRefresh(every), WithClock(clk))
 	in := replyInputs{a: a, outs: func(ev bot.Event) []commands.Output {
 		return []commands.Output{{To: commands.Destination{Kind: commands.ToSender}, Reply: commands.Reply{Text: "ok"}}}
 	}}
@@ -301,23 +305,40 @@ func TestAdapterKeepsOpenHomeTabsCurrent(t *testing.T) {
 		}
 		return n
 	}
+	// round steps the clock to the next round and returns once the loop
+	// waits for the one after.
+	round := func() {
+		t.Helper()
+		if err := fake.WaitFor(wctx, clk.HasWaiters); err != nil {
+			t.Fatalf("the refresh loop never waited: %v", err)
+		}
+		clk.Step(every)
+		if err := fake.WaitFor(wctx, clk.HasWaiters); err != nil {
+			t.Fatalf("the refresh loop did not come round: %v", err)
+		}
+	}
 	if _, err := fake.WaitAck(wctx, fake.AppHomeOpened("U0ALICE")); err != nil {
 		t.Fatal(err)
 	}
 	if err := fake.WaitFor(wctx, func() bool { return published("U0ALICE") == 1 }); err != nil {
 		t.Fatalf("first publish: %v", err)
 	}
-	time.Sleep(100 * time.Millisecond) // rounds with nothing sent
+	round() // nothing was sent
+	round()
 	if n := published("U0ALICE"); n != 1 {
 		t.Fatalf("published %d times with nothing sent, want 1", n)
 	}
 	if _, err := fake.WaitAck(wctx, fake.SlashCommand("U0BOB", "C0RANDOM", "status")); err != nil {
 		t.Fatal(err)
 	}
+	if err := fake.WaitFor(wctx, func() bool { return a.Pending() == 0 }); err != nil {
+		t.Fatalf("the reply did not go out: %v", err)
+	}
+	round()
 	if err := fake.WaitFor(wctx, func() bool { return published("U0ALICE") == 2 }); err != nil {
 		t.Fatalf("refresh after a reply was sent: %v (published %d)", err, published("U0ALICE"))
 	}
-	time.Sleep(100 * time.Millisecond)
+	round()
 	if n := published("U0ALICE"); n != 2 {
 		t.Errorf("published %d times after one change, want 2", n)
 	}
@@ -413,5 +434,46 @@ func TestAdapterPostsWithImage(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "Slack refused the upload of a chart") || !strings.Contains(logs.String(), "missing_scope") {
 		t.Errorf("the log does not say why:\n%s", logs.String())
+	}
+}
+
+// TestReplayedMessagesAreNotPostedTwice: a kept output carries its outbox
+// Seq as message metadata; sent again after a restart (Replayed), it is
+// looked for first, and posted only if Slack does not have it. A card
+// found so gets its thread remembered.
+func TestReplayedMessagesAreNotPostedTwice(t *testing.T) {
+	fake := slackfake.Start(t)
+	threads := &memThreads{m: map[string]records.Thread{}}
+	a := New(Config{BotToken: slackfake.BotToken, AppToken: slackfake.AppToken, APIURL: fake.APIURL()}, stubService{}, threads)
+	wctx := runAdapter(t, a, replyInputs{a: a, outs: func(bot.Event) []commands.Output { return nil }})
+	post := commands.Output{To: commands.Destination{Kind: commands.ToPost, Channel: "#gpu"}, Reply: commands.Reply{Text: "digest"}, Seq: 7}
+	if err := a.Send(wctx, post); err != nil {
+		t.Fatal(err)
+	}
+	if err := fake.WaitFor(wctx, func() bool { return a.Pending() == 0 && len(fake.Messages("#gpu")) == 1 }); err != nil {
+		t.Fatal(err)
+	}
+	// A crash lost the confirmation: the restart sends both again, and a
+	// card that never reached Slack.
+	again := post
+	again.Replayed = true
+	card := commands.Output{To: commands.Destination{Kind: commands.ToChannel, Channel: "#gpu", Request: "r1"}, Reply: commands.Reply{Text: "r1 queued"}, Seq: 8, Replayed: true}
+	for _, o := range []commands.Output{again, card} {
+		if err := a.Send(wctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := fake.WaitFor(wctx, func() bool { return a.Pending() == 0 }); err != nil {
+		t.Fatal(err)
+	}
+	var texts []string
+	for _, m := range fake.Messages("#gpu") {
+		texts = append(texts, m.Text)
+	}
+	if got := strings.Join(texts, ","); got != "digest,r1 queued" {
+		t.Errorf("messages in #gpu: %q; want the digest once and the card", got)
+	}
+	if th, err := threads.GetThread(wctx, "r1"); err != nil || th.TS == "" {
+		t.Errorf("the card's thread was not remembered: %+v, %v", th, err)
 	}
 }

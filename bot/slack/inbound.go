@@ -52,7 +52,7 @@ func (a *Adapter) openForm(user, channel, trigger, envelope string) {
 			return a.in.Submit(bot.Event{Key: "slack:env:" + envelope, Order: user, Input: commands.Input{User: user, Channel: channel, Text: "request"}})
 		}
 		_, err := a.api.OpenViewContext(ctx, trigger, blockkit.RequestForm(blockkit.NewFormOptions(d, channel)))
-		if err != nil && (err.Error() == "expired_trigger_id" || err.Error() == "invalid_trigger_id") {
+		if code := slackCode(err); code == "expired_trigger_id" || code == "invalid_trigger_id" {
 			// Too late for a modal: say how to type it instead.
 			a.q.Enqueue(Call{Lane: "user:" + user, Method: "chat.postEphemeral", Do: func(ctx context.Context) error {
 				return a.private(ctx, user, channel, blockkit.Message(commands.Reply{Text: "Opening the request form took too long. Type the request instead, e.g. /gpu request 8xh100 for 4h (/gpu help request has the details)."}))

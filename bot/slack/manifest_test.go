@@ -13,7 +13,8 @@ import (
 // adapter uses: Socket Mode, /gpu unescaped, interactivity, App Home with
 // DMs, app_home_opened, and exactly the scopes of the Web API methods
 // called (commands; chat.postMessage/update/postEphemeral → chat:write;
-// conversations.open → im:write; the files upload flow → files:write).
+// conversations.open → im:write; the files upload flow → files:write;
+// conversations.history and .replies after a restart → the history scopes).
 func TestAppManifest(t *testing.T) {
 	data, err := os.ReadFile("../../deploy/slack-app-manifest.yaml")
 	if err != nil {
@@ -63,7 +64,7 @@ func TestAppManifest(t *testing.T) {
 		t.Errorf("bot events (-want +got):\n%s", d)
 	}
 	scopes := slices.Sorted(slices.Values(m.OAuth.Scopes.Bot))
-	if d := cmp.Diff([]string{"chat:write", "commands", "files:write", "im:write"}, scopes); d != "" {
+	if d := cmp.Diff([]string{"channels:history", "chat:write", "commands", "files:write", "groups:history", "im:history", "im:write"}, scopes); d != "" {
 		t.Errorf("bot scopes (-want +got):\n%s", d)
 	}
 	if len(m.OAuth.Scopes.User) > 0 {

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -23,27 +25,49 @@ var _ bot.Sender = (*Adapter)(nil)
 // in order with the other replies of its channel, whatever the rate
 // limits. It never fails.
 func (a *Adapter) Send(ctx context.Context, out commands.Output) error {
+	lane := a.send(ctx, out)
+	if out.Seq != 0 && a.outbox != nil {
+		seq := out.Seq
+		if lane == "" {
+			return a.outbox.Delivered(ctx, seq) // nothing to send
+		}
+		// After the output's calls, in their lane: it is delivered.
+		a.q.Enqueue(Call{Lane: lane, Method: "outbox", Do: func(ctx context.Context) error {
+			if err := a.outbox.Delivered(ctx, seq); err != nil {
+				a.log.Error("removing a delivered reply from the outbox; it may be sent again after a restart", "seq", seq, "err", err)
+			}
+			return nil
+		}})
+	}
+	return nil
+}
+
+// send queues out's Web API calls and returns their lane ("" if none).
+func (a *Adapter) send(ctx context.Context, out commands.Output) string {
 	a.homeDirty.Store(true)
+	var lane string
+	k := kept{seq: out.Seq, replayed: out.Replayed}
 	msg := blockkit.Message(out.Reply)
 	to := out.To
 	switch to.Kind {
 	case commands.ToSender:
 		user, channel := to.User, to.Channel
-		a.q.Enqueue(Call{Lane: "user:" + user, Method: "chat.postEphemeral", Do: func(ctx context.Context) error {
+		lane = "user:" + user
+		a.q.Enqueue(Call{Lane: lane, Method: "chat.postEphemeral", Do: func(ctx context.Context) error {
 			return a.private(ctx, user, channel, msg)
 		}})
 		// Files cannot be ephemeral: a private reply's image goes to the
 		// person's DM.
-		a.image("user:"+user, out.Reply.Image, func(ctx context.Context) (string, string, bool) {
+		a.image(lane, out.Reply.Image, func(ctx context.Context) (string, string, bool) {
 			ch, err := a.dmChannel(ctx, user)
 			return ch, "", err == nil
 		})
 	case commands.ToPost:
-		lane := "ch:" + to.Channel
+		lane = "ch:" + to.Channel
 		channel := to.Channel
 		p := &posted{}
 		a.q.Enqueue(Call{Lane: lane, Method: "chat.postMessage", Paced: true, Do: func(ctx context.Context) error {
-			ch, ts, err := a.api.PostMessageContext(ctx, channel, slack.MsgOptionText(msg.Text, false), slack.MsgOptionBlocks(msg.Blocks...))
+			ch, ts, err := a.post(ctx, channel, "", msg, k)
 			if err == nil {
 				p.set(ch, ts)
 			}
@@ -52,13 +76,13 @@ func (a *Adapter) Send(ctx context.Context, out commands.Output) error {
 		a.overflow(lane, msg, p.get)
 		a.image(lane, out.Reply.Image, p.get)
 	case commands.ToChannel:
-		lane := "ch:" + to.Channel
+		lane = "ch:" + to.Channel
 		a.mu.Lock()
 		a.lanes[to.Request] = lane
 		a.mu.Unlock()
 		req, channel := to.Request, to.Channel
 		a.q.Enqueue(Call{Lane: lane, Method: "chat.postMessage", Paced: true, Do: func(ctx context.Context) error {
-			return a.card(ctx, req, channel, msg)
+			return a.card(ctx, req, channel, msg, k)
 		}})
 		a.overflow(lane, msg, func(ctx context.Context) (string, string, bool) {
 			t, ok := a.thread(ctx, req)
@@ -66,9 +90,9 @@ func (a *Adapter) Send(ctx context.Context, out commands.Output) error {
 		})
 	case commands.ToThread:
 		req := to.Request
-		lane := a.laneOf(ctx, req)
+		lane = a.laneOf(ctx, req)
 		a.q.Enqueue(a.onCard(lane, req, "chat.postMessage", true, func(ctx context.Context, t records.Thread) error {
-			_, _, err := a.api.PostMessageContext(ctx, t.Channel, slack.MsgOptionText(msg.Text, false), slack.MsgOptionBlocks(msg.Blocks...), slack.MsgOptionTS(t.TS))
+			_, _, err := a.post(ctx, t.Channel, t.TS, msg, k)
 			return err
 		}))
 		a.overflow(lane, msg, func(ctx context.Context) (string, string, bool) {
@@ -77,7 +101,8 @@ func (a *Adapter) Send(ctx context.Context, out commands.Output) error {
 		})
 	case commands.UpdateCard:
 		req := to.Request
-		c := a.onCard(a.laneOf(ctx, req), req, "chat.update", false, func(ctx context.Context, t records.Thread) error {
+		lane = a.laneOf(ctx, req)
+		c := a.onCard(lane, req, "chat.update", false, func(ctx context.Context, t records.Thread) error {
 			_, _, _, err := a.api.UpdateMessageContext(ctx, t.Channel, t.TS, slack.MsgOptionText(msg.Text, false), slack.MsgOptionBlocks(msg.Blocks...))
 			return err
 		})
@@ -87,9 +112,9 @@ func (a *Adapter) Send(ctx context.Context, out commands.Output) error {
 		user, person := to.ChatID, to.Person
 		if user == "" && a.dir == nil {
 			a.log.Warn("cannot message a person without a Slack user ID", "person", person, "text", msg.Text)
-			return nil
+			return ""
 		}
-		lane := "dm:" + user
+		lane = "dm:" + user
 		if user == "" {
 			lane = "dm:person:" + person
 		}
@@ -107,7 +132,7 @@ func (a *Adapter) Send(ctx context.Context, out commands.Output) error {
 				a.log.Warn("cannot message a person with no Slack user ID or e-mail known to Slack", "person", person, "text", msg.Text)
 				return nil
 			}
-			return a.dm(ctx, u, msg)
+			return a.dmKept(ctx, u, msg, k)
 		}})
 		a.overflow(lane, msg, func(ctx context.Context) (string, string, bool) {
 			u := who(ctx)
@@ -120,7 +145,7 @@ func (a *Adapter) Send(ctx context.Context, out commands.Output) error {
 	default:
 		a.log.Error("reply with an unknown destination", "kind", string(to.Kind))
 	}
-	return nil
+	return lane
 }
 
 // posted is where a message went, once it is posted: for the calls
@@ -192,9 +217,15 @@ func (a *Adapter) image(lane string, img *commands.Image, where func(context.Con
 }
 
 // card posts a request's card and remembers where it is, in the store
-// too, so that the thread survives a restart.
-func (a *Adapter) card(ctx context.Context, req, channel string, msg blockkit.Rendered) error {
-	ch, ts, err := a.api.PostMessageContext(ctx, channel, slack.MsgOptionText(msg.Text, false), slack.MsgOptionBlocks(msg.Blocks...))
+// too, so that the thread survives a restart. A card already posted (sent
+// again from the outbox after a crash lost the confirmation) is updated
+// instead: a card is never posted twice.
+func (a *Adapter) card(ctx context.Context, req, channel string, msg blockkit.Rendered, k kept) error {
+	if t, ok := a.thread(ctx, req); ok {
+		_, _, _, err := a.api.UpdateMessageContext(ctx, t.Channel, t.TS, slack.MsgOptionText(msg.Text, false), slack.MsgOptionBlocks(msg.Blocks...))
+		return err
+	}
+	ch, ts, err := a.post(ctx, channel, "", msg, k)
 	if err != nil {
 		return err
 	}
@@ -302,11 +333,9 @@ func (a *Adapter) private(ctx context.Context, user, channel string, msg blockki
 		a.forget(user, channel)
 	}
 	_, err := a.api.PostEphemeralContext(ctx, channel, user, slack.MsgOptionText(msg.Text, false), slack.MsgOptionBlocks(msg.Blocks...))
-	if err != nil {
-		switch err.Error() {
-		case "channel_not_found", "not_in_channel", "user_not_in_channel", "is_archived", "restricted_action":
-			return a.dm(ctx, user, msg)
-		}
+	switch slackCode(err) {
+	case "channel_not_found", "not_in_channel", "user_not_in_channel", "is_archived", "restricted_action":
+		return a.dm(ctx, user, msg)
 	}
 	return err
 }
@@ -335,12 +364,127 @@ func (a *Adapter) forget(user, channel string) {
 
 // dm posts msg in the bot's direct conversation with user.
 func (a *Adapter) dm(ctx context.Context, user string, msg blockkit.Rendered) error {
+	return a.dmKept(ctx, user, msg, kept{})
+}
+
+// dmKept is dm for a kept output.
+func (a *Adapter) dmKept(ctx context.Context, user string, msg blockkit.Rendered, k kept) error {
 	ch, err := a.dmChannel(ctx, user)
 	if err != nil {
 		return err
 	}
-	_, _, err = a.api.PostMessageContext(ctx, ch, slack.MsgOptionText(msg.Text, false), slack.MsgOptionBlocks(msg.Blocks...))
+	_, _, err = a.post(ctx, ch, "", msg, k)
 	return err
+}
+
+// kept says whether a message is a kept output (its outbox Seq) and
+// whether it is sent again from the outbox after a restart.
+type kept struct {
+	seq      uint64
+	replayed bool
+}
+
+// outboxEvent is the metadata event type that marks the posts of kept
+// outputs with their outbox Seq.
+const outboxEvent = "gpubot_outbox"
+
+// post posts msg in channel (in thread, if set). A kept output's post
+// carries its Seq as message metadata; one sent again after a restart is
+// first looked for among the channel's (or thread's) latest messages, and
+// not posted twice if Slack has it already: a crash may have come
+// between Slack taking it and the outbox being told.
+func (a *Adapter) post(ctx context.Context, channel, thread string, msg blockkit.Rendered, k kept) (string, string, error) {
+	if k.replayed && k.seq != 0 {
+		if ts, ok := a.alreadyPosted(ctx, channel, thread, k.seq); ok {
+			a.log.Info("a message sent again after a restart was in Slack already; not posted twice", "seq", k.seq, "channel", channel)
+			return channel, ts, nil
+		}
+	}
+	opts := []slack.MsgOption{slack.MsgOptionText(msg.Text, false), slack.MsgOptionBlocks(msg.Blocks...)}
+	if thread != "" {
+		opts = append(opts, slack.MsgOptionTS(thread))
+	}
+	if k.seq != 0 {
+		opts = append(opts, slack.MsgOptionMetadata(slack.SlackMetadata{EventType: outboxEvent, EventPayload: map[string]any{"seq": strconv.FormatUint(k.seq, 10)}}))
+	}
+	ch, ts, err := a.api.PostMessageContext(ctx, channel, opts...)
+	if err == nil && strings.HasPrefix(channel, "#") && ch != "" {
+		a.rememberChannel(ctx, channel, ch)
+	}
+	return ch, ts, err
+}
+
+// channelKey is where the ID of a channel configured by name is kept in
+// the thread store (beside the requests' cards), so that after a restart
+// its history can be read (conversations.history takes IDs only).
+func channelKey(name string) string { return "channel:" + name }
+
+// rememberChannel keeps the ID Slack answered for channel name.
+func (a *Adapter) rememberChannel(ctx context.Context, name, id string) {
+	a.mu.Lock()
+	known := a.chanIDs[name] == id
+	a.chanIDs[name] = id
+	a.mu.Unlock()
+	if known {
+		return
+	}
+	if err := a.threads.PutThread(ctx, channelKey(name), records.Thread{Channel: id}); err != nil {
+		a.log.Warn("keeping a channel's ID", "channel", name, "err", err)
+	}
+}
+
+// channelID is channel's ID: channel itself, or the one remembered for
+// a name ("" when unknown).
+func (a *Adapter) channelID(ctx context.Context, channel string) string {
+	if !strings.HasPrefix(channel, "#") {
+		return channel
+	}
+	a.mu.Lock()
+	id := a.chanIDs[channel]
+	a.mu.Unlock()
+	if id != "" {
+		return id
+	}
+	if t, err := a.threads.GetThread(ctx, channelKey(channel)); err == nil && t.Channel != "" {
+		a.mu.Lock()
+		a.chanIDs[channel] = t.Channel
+		a.mu.Unlock()
+		return t.Channel
+	}
+	return ""
+}
+
+// alreadyPosted looks for the post of kept output seq among the latest
+// 200 messages of channel (or of the thread), and returns its ts. When
+// Slack does not let it look (a channel name where an ID is needed, a
+// missing history scope), it says no: the message is posted, at worst
+// twice.
+func (a *Adapter) alreadyPosted(ctx context.Context, channel, thread string, seq uint64) (string, bool) {
+	var msgs []slack.Message
+	var err error
+	if channel = a.channelID(ctx, channel); channel == "" {
+		return "", false // never posted there by name: not posted yet
+	}
+	if thread == "" {
+		var resp *slack.GetConversationHistoryResponse
+		resp, err = a.api.GetConversationHistoryContext(ctx, &slack.GetConversationHistoryParameters{ChannelID: channel, Limit: 200, IncludeAllMetadata: true})
+		if err == nil {
+			msgs = resp.Messages
+		}
+	} else {
+		msgs, _, _, err = a.api.GetConversationRepliesContext(ctx, &slack.GetConversationRepliesParameters{ChannelID: channel, Timestamp: thread, Limit: 200, IncludeAllMetadata: true})
+	}
+	if err != nil {
+		a.log.Warn("cannot tell whether a message sent again after a restart is in Slack already; posting it", "seq", seq, "channel", channel, "err", a.scrub(err.Error()))
+		return "", false
+	}
+	want := strconv.FormatUint(seq, 10)
+	for _, m := range msgs {
+		if m.Metadata.EventType == outboxEvent && fmt.Sprint(m.Metadata.EventPayload["seq"]) == want {
+			return m.Timestamp, true
+		}
+	}
+	return "", false
 }
 
 func (a *Adapter) dmChannel(ctx context.Context, user string) (string, error) {

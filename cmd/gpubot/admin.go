@@ -177,9 +177,10 @@ const rbacUsage = `Usage: gpubot rbac [flags]
 Print the Kubernetes RBAC gpubot needs to drive a cluster with this
 configuration: a ClusterRole that only reads what is cluster-scoped
 (nodes, ResourceFlavors, Topologies, ClusterQueues, Cohorts,
-WorkloadPriorityClasses, the kube-system namespace for the cluster's
-identity) and, in each team namespace, a Role and RoleBinding for Jobs,
-Workloads, LocalQueues and Pods there. Nothing is granted elsewhere.
+WorkloadPriorityClasses, AdmissionChecks, the kube-system namespace for
+the cluster's identity) and, in each team namespace, a Role and
+RoleBinding for Jobs, Workloads, LocalQueues, Pods and ProvisioningRequests
+there. Nothing is granted elsewhere.
   gpubot rbac --config gpubot.yaml | kubectl apply -f -
 
 Flags:

@@ -20,7 +20,7 @@ func TestConfigCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out, _ := runCLI(t, "", "config", "check", filepath.Join("..", "..", "deploy", "gpubot.example.yaml"))
-	if code != 0 || !strings.Contains(out, "ok: 3 teams, 7 people, 2 flavors (192 simulated GPUs)") {
+	if code != 0 || !strings.Contains(out, "ok: 3 teams, 7 people, 4 flavors (288 simulated GPUs)") {
 		t.Errorf("the example: exit %d, stdout:\n%s", code, out)
 	}
 	code, out, errw := runCLI(t, "", "config", "check", bad)

@@ -13,10 +13,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/gpubot/gpubot/bot"
 	"github.com/gpubot/gpubot/bot/console"
@@ -24,7 +24,6 @@ import (
 	"github.com/gpubot/gpubot/digest"
 	"github.com/gpubot/gpubot/internal/config"
 	"github.com/gpubot/gpubot/simcluster"
-	"github.com/gpubot/gpubot/store"
 )
 
 // Options are what Run needs. The zero value of each optional field is a
@@ -111,18 +110,17 @@ func Run(ctx context.Context, o Options) (err error) {
 	if start.IsZero() {
 		start = time.Now().Truncate(time.Minute)
 	}
-	clock := &ManualClock{}
-	clock.Set(start)
-	sim, fresh, err := simcluster.New(ctx, cfg.Cluster(), db, clock, func(err error) bool { return errors.Is(err, store.ErrNotFound) },
-		simcluster.WithPodsReadyTimeout(cfg.Kubernetes().PodsReadyTimeout))
+	clock := clocktesting.NewFakeClock(start)
+	sim, fresh, err := simcluster.New(ctx, cfg.Cluster(), db, clock, simcluster.WithSavesByCaller(),
+		simcluster.WithPodsReadyTimeout(cfg.Kubernetes().PodsReadyTimeout), simElastic(cfg))
 	if err != nil {
 		return err
 	}
 	if !fresh {
-		clock.Set(sim.Now())
+		clock.SetTime(sim.Now())
 		if o.Start.After(sim.Now()) {
 			log.Info("resuming the simulated cluster later, as if gpubot had been stopped until then", "was", sim.Now(), "now", o.Start)
-			clock.Set(o.Start)
+			clock.SetTime(o.Start)
 		}
 	}
 	set := cfg.Settings()
@@ -131,8 +129,8 @@ func Run(ctx context.Context, o Options) (err error) {
 		return err
 	}
 	svc, err := commands.NewService(ctx, set, commands.Deps{
-		Cluster: sim, Requests: db, IDs: db, Audit: db, Usage: db, Clock: clock,
-	}, append(simZombieOptions(cfg, db, sim, log), commands.WithLogger(log), commands.WithDigests(eng))...)
+		Cluster: sim, Requests: db, IDs: db, Audit: db, Usage: db, Clock: clock, Commit: db,
+	}, append(simZombieOptions(cfg, db, sim, log), commands.WithLogger(log), commands.WithDigests(eng), commands.WithProvisioning(sim))...)
 	if err != nil {
 		return err
 	}
@@ -152,10 +150,14 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err != nil {
 		return err
 	}
-	rt := bot.New(svc, con, bot.WithDeduper(db, 24*time.Hour, clock), bot.WithLogger(log))
+	rt := bot.New(svc, con, bot.WithDeduper(db, 24*time.Hour, clock), bot.WithLogger(log), bot.WithOutbox(db, true, clock))
 	be := &backend{rt: rt, sim: sim, svc: svc, sched: sched, clock: clock}
 	log.Info("gpubot console starting", "config", cfg.Name(), "dataDir", o.DataDir, "simulatedTime", clock.Now(), "fresh", fresh)
-	// Catch up: reconcile the store with the cluster, refresh estimates.
+	// Send what was not delivered before the last stop, then catch up:
+	// reconcile the store with the cluster, refresh estimates.
+	if err := rt.Replay(ctx); err != nil {
+		return err
+	}
 	if err := be.sync(ctx); err != nil {
 		return err
 	}
@@ -217,11 +219,14 @@ type backend struct {
 	sim   *simcluster.Cluster
 	svc   *commands.Service
 	sched *digest.Scheduler
-	clock *ManualClock
+	clock *clocktesting.FakeClock
 }
 
+// Process handles one line, then lets the estimates settle, so that
+// their posts come after its replies, as in a transcript.
 func (b *backend) Process(ctx context.Context, in commands.Input) {
 	b.rt.Process(ctx, bot.Event{Input: in})
+	b.rt.DeliverNow(ctx, b.svc.Settle(ctx))
 }
 
 func (b *backend) Now() time.Time { return b.clock.Now() }
@@ -243,7 +248,7 @@ func (b *backend) Advance(ctx context.Context, d time.Duration) error {
 		if t := b.sched.Next(); t.After(now) && t.Before(next) {
 			next, scheduled = t, true
 		}
-		b.clock.Set(next)
+		b.clock.SetTime(next)
 		// A stop only for a scheduled job (the sampler runs every 10
 		// minutes) leaves the service's time-driven work to its own
 		// stops, as before there were scheduled jobs.
@@ -260,39 +265,17 @@ func (b *backend) Advance(ctx context.Context, d time.Duration) error {
 // runs the scheduled jobs that are due.
 func (b *backend) sync(ctx context.Context) error { return b.syncAt(ctx, true) }
 
-// syncAt is sync; unless observe, the service sees only cluster events
-// (if any), not a sweep of its own.
+// syncAt is sync; unless observe, the service looks only if something
+// happens in the cluster by now, and does no sweep of its own otherwise.
+// The service catches the simulated cluster up itself (Observe), in the
+// same step as its records of what happened.
 func (b *backend) syncAt(ctx context.Context, observe bool) error {
-	events, err := b.sim.Advance(ctx)
-	if err != nil {
-		return fmt.Errorf("advancing the simulated cluster: %w", err)
-	}
-	if observe || len(events) > 0 {
-		b.rt.DeliverNow(ctx, b.svc.Observe(ctx, events))
+	if t := b.sim.NextEvent(); observe || (!t.IsZero() && !t.After(b.clock.Now())) {
+		b.rt.DeliverNow(ctx, b.svc.Observe(ctx, nil))
 	}
 	b.rt.DeliverNow(ctx, b.sched.RunDue(ctx, b.clock.Now()))
+	b.rt.DeliverNow(ctx, b.svc.Settle(ctx))
 	return nil
-}
-
-// ManualClock is a clock that moves only when told: the console's
-// simulated time.
-type ManualClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-// Now returns the clock's time.
-func (c *ManualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-// Set moves the clock to t.
-func (c *ManualClock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
 }
 
 // consoleHistory is the console's line history in the data directory.

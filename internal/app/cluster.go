@@ -67,10 +67,25 @@ func bridgeConfig(cfg *config.Config) k8sbridge.Config {
 func runOnCluster(ctx context.Context, o Options, cfg *config.Config, db *store.DB, log *slog.Logger) error {
 	// On return, stop the background work first, then wait for it, so
 	// that nothing touches the store after Run closes it.
+	// On Slack, what it acked is kept in the inbox's own file; opened
+	// first, closed last: the runtime's workers use it to the end.
+	var inbox *store.DB
+	if o.onSlack() {
+		var err error
+		if inbox, err = openInbox(o.DataDir); err != nil {
+			return err
+		}
+		defer inbox.Close()
+	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// Real time drives everything with a real cluster (o.Clock in tests).
+	var clk clock.WithTicker = clock.RealClock{}
+	if c, ok := o.Clock.(clock.WithTicker); ok {
+		clk = c
+	}
 	tel := newTelemetry(db)
 	br, err := k8sbridge.Dial(k8sbridge.Connection{Kubeconfig: o.Cluster.Kubeconfig, InCluster: o.Cluster.InCluster, Observe: tel.observeAPI},
 		bridgeConfig(cfg), k8sbridge.WithLogger(log), k8sbridge.WithRequests(db))
@@ -123,12 +138,12 @@ func runOnCluster(ctx context.Context, o Options, cfg *config.Config, db *store.
 		return err
 	}
 	svc, err := commands.NewService(ctx, set, commands.Deps{
-		Cluster: br, Requests: tel.watchRequests(db), IDs: db, Audit: tel.audit(db), Usage: db, Clock: wallClock{},
-	}, append(zombieOpts, commands.WithLogger(log), commands.WithTracker(br), commands.WithDigests(eng), commands.WithKueueView(br))...)
+		Cluster: br, Requests: tel.watchRequests(db), IDs: db, Audit: tel.audit(db), Usage: db, Clock: clk, Commit: tel.watchCommits(db, db),
+	}, append(zombieOpts, commands.WithLogger(log), commands.WithTracker(br), commands.WithDigests(eng), commands.WithKueueView(br), commands.WithProvisioning(br))...)
 	if err != nil {
 		return err
 	}
-	tel.watchCluster(svc, db, time.Now)
+	tel.watchCluster(svc, db, clk.Now)
 	if err := addSweep(sched, cfg, svc); err != nil {
 		return err
 	}
@@ -139,7 +154,7 @@ func runOnCluster(ctx context.Context, o Options, cfg *config.Config, db *store.
 		handler bot.Handler = svc
 	)
 	if o.onSlack() {
-		ad, handler = newSlack(o, cfg, svc, db, log, tel, clock.RealClock{})
+		ad, handler = newSlack(o, cfg, svc, db, log, tel, clk)
 		if err := ad.Check(ctx); err != nil {
 			return err
 		}
@@ -155,7 +170,18 @@ func runOnCluster(ctx context.Context, o Options, cfg *config.Config, db *store.
 		}
 		sender = con
 	}
-	rt := bot.New(handler, sender, bot.WithDeduper(db, dedupeTTL, wallClock{}), bot.WithLogger(log), bot.WithWorkers(o.Slack.workers()))
+	rtOpts := []bot.Option{bot.WithDeduper(db, dedupeTTL, clk), bot.WithLogger(log), bot.WithWorkers(o.Slack.workers()), bot.WithOutbox(db, ad == nil, clk)}
+	if ad != nil {
+		// Slack acks: keep what it acked, in the inbox's own file.
+		rtOpts = append(rtOpts, bot.WithInbox(inbox, dedupeTTL, clk), bot.WithHandledLog(db))
+	}
+	rt := bot.New(handler, sender, rtOpts...)
+	if err := rt.Replay(ctx); err != nil {
+		return err
+	}
+	if err := rt.Recover(ctx); err != nil {
+		return err
+	}
 	log.Info("gpubot starting on a Kubernetes cluster", "config", cfg.Name(), "cluster", clusterName(o.Cluster), "server", id.Server, "clusterUID", id.UID,
 		"dataDir", o.DataDir, "slack", ad != nil)
 	owned, err := br.Owned(ctx)
@@ -163,21 +189,25 @@ func runOnCluster(ctx context.Context, o Options, cfg *config.Config, db *store.
 		return err
 	}
 	rt.DeliverNow(ctx, svc.Adopt(ctx, owned))
-	wg.Add(2)
+	wg.Add(3)
 	go func() {
 		defer wg.Done()
 		br.Run(ctx, func(ctx context.Context, evs []allocator.Event) {
 			rt.DeliverNow(ctx, svc.Observe(ctx, evs))
 		})
 	}()
+	go func() {
+		defer wg.Done()
+		svc.RunEstimates(ctx, clock.RealClock{}, estimateEvery, rt.DeliverNow)
+	}()
 	rt.DeliverNow(ctx, svc.Observe(ctx, nil))
 	// Post what was missed while gpubot was down, then let robfig/cron
 	// fire the scheduled jobs in real time.
-	rt.DeliverNow(ctx, sched.RunDue(ctx, time.Now()))
+	rt.DeliverNow(ctx, sched.RunDue(ctx, clk.Now()))
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		sched.RunCron(ctx, time.Now, rt.DeliverNow)
+		sched.RunCron(ctx, clk, rt.DeliverNow)
 	}()
 	every := o.Cluster.SweepEvery
 	if every <= 0 {
@@ -185,13 +215,13 @@ func runOnCluster(ctx context.Context, o Options, cfg *config.Config, db *store.
 	}
 	go func() {
 		defer wg.Done()
-		t := time.NewTicker(every)
+		t := clk.NewTicker(every)
 		defer t.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-t.C:
+			case <-t.C():
 				rt.DeliverNow(ctx, svc.Observe(ctx, nil))
 			}
 		}
@@ -202,7 +232,7 @@ func runOnCluster(ctx context.Context, o Options, cfg *config.Config, db *store.
 		log.Info("gpubot stopped", "err", err)
 		return err
 	}
-	if err := con.Run(ctx, o.Stdin, &liveBackend{rt: rt}); err != nil {
+	if err := con.Run(ctx, o.Stdin, &liveBackend{rt: rt, clk: clk}); err != nil {
 		return fmt.Errorf("reading the console: %w", err)
 	}
 	log.Info("gpubot stopped")
@@ -216,20 +246,18 @@ func clusterName(o ClusterOptions) string {
 	return o.Kubeconfig
 }
 
-// wallClock is real time, which drives everything with a real cluster.
-type wallClock struct{}
-
-func (wallClock) Now() time.Time { return time.Now() }
-
 // liveBackend connects the console to a real cluster, where time is not
 // the console's to move.
-type liveBackend struct{ rt *bot.Runtime }
+type liveBackend struct {
+	rt  *bot.Runtime
+	clk clock.PassiveClock
+}
 
 func (b *liveBackend) Process(ctx context.Context, in commands.Input) {
 	b.rt.Process(ctx, bot.Event{Input: in})
 }
 
-func (b *liveBackend) Now() time.Time { return time.Now() }
+func (b *liveBackend) Now() time.Time { return b.clk.Now() }
 
 func (b *liveBackend) Advance(context.Context, time.Duration) error {
 	return errors.New("time is real on a Kubernetes cluster; :advance works only on the simulated cluster")
@@ -255,7 +283,7 @@ func kueueDetail(ctx context.Context, v commands.KueueView) []string {
 		out = append(out, fmt.Sprintf("not modelled (estimates approximate for %s): %s: %s", teams, u.Feature, u.Detail))
 	}
 	for _, f := range rep.Flavors {
-		if f.Nodes == 0 {
+		if f.Nodes == 0 && !f.Elastic {
 			out = append(out, fmt.Sprintf("flavor %s has no nodes (it selects %s); work there waits until nodes appear", f.Flavor, f.Selects))
 		}
 	}

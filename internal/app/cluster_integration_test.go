@@ -22,6 +22,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/gpubot/gpubot/allocator"
+	"github.com/gpubot/gpubot/commands"
 	"github.com/gpubot/gpubot/internal/app"
 	"github.com/gpubot/gpubot/internal/config"
 	"github.com/gpubot/gpubot/k8sbridge/k8senv"
@@ -62,7 +64,7 @@ func startExampleCluster(t *testing.T) *exampleCluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := env.Example(ctx, filepath.Join("..", "..", "deploy", "kueue", "setup.yaml"), cfg.Cluster().Nodes); err != nil {
+	if err := env.Example(ctx, filepath.Join("..", "..", "deploy", "kueue", "setup.yaml"), standingNodes(cfg)); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("example cluster ready in %s", time.Since(began).Round(100*time.Millisecond))
@@ -284,4 +286,20 @@ func longRunningJobs() string {
             restartPolicy: Never
             containers: [{name: main, image: registry.k8s.io/pause:3.10}]
 `
+}
+
+// standingNodes are the configuration's simulated nodes that a cluster
+// has before anything is provisioned: all but the provisioned flavors'.
+func standingNodes(cfg *config.Config) []allocator.Node {
+	provisioned := map[string]bool{}
+	for _, t := range cfg.Settings().Elastic.Flavors {
+		provisioned[t.Flavor] = t.Capacity == commands.CapacityProvisioned
+	}
+	var out []allocator.Node
+	for _, n := range cfg.Cluster().Nodes {
+		if !provisioned[n.Flavor] {
+			out = append(out, n)
+		}
+	}
+	return out
 }

@@ -1,7 +1,6 @@
 package app
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 
@@ -22,7 +21,7 @@ func newDigests(cfg *config.Config, db *store.DB, cluster digest.Cluster, log *s
 	if err != nil {
 		return nil, nil, err
 	}
-	sched := digest.NewScheduler(db, func(err error) bool { return errors.Is(err, store.ErrNotFound) }, digest.WithLogger(log))
+	sched := digest.NewScheduler(db, digest.WithLogger(log), digest.WithCommitter(db))
 	if err := eng.Register(sched, cfg.Digests(), cfg.Report()); err != nil {
 		return nil, nil, fmt.Errorf("scheduling digests: %w", err)
 	}

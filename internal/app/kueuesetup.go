@@ -1,6 +1,7 @@
 package app
 
 import (
+	"github.com/gpubot/gpubot/commands"
 	"github.com/gpubot/gpubot/internal/config"
 	"github.com/gpubot/gpubot/k8sbridge"
 )
@@ -29,8 +30,20 @@ func setupSpec(cfg *config.Config, source string) k8sbridge.SetupSpec {
 		Cohorts:        cl.Cohorts, KueueFairSharing: cl.Policy.FairSharing,
 	}
 	labels := k.FlavorLabels()
+	terms := map[string]commands.FlavorTerms{}
+	for _, t := range set.Elastic.Flavors {
+		terms[t.Flavor] = t
+	}
 	for _, f := range cl.Flavors {
-		spec.Flavors = append(spec.Flavors, k8sbridge.SetupFlavor{Name: f.Name, NodeLabels: labels[f.Name]})
+		sf := k8sbridge.SetupFlavor{Name: f.Name, NodeLabels: labels[f.Name]}
+		switch t := terms[f.Name]; t.Capacity {
+		case commands.CapacitySpot:
+			sf.Spot = true
+		case commands.CapacityProvisioned:
+			sf.Provisioned = true
+			sf.Provisioning = &k8sbridge.SetupProvisioning{AdmissionCheck: t.AdmissionCheck, Config: t.ProvisioningRequestConfig}
+		}
+		spec.Flavors = append(spec.Flavors, sf)
 	}
 	for _, p := range set.Priorities {
 		spec.Priorities = append(spec.Priorities, k8sbridge.SetupPriority{Name: p.Name, Value: p.Value})

@@ -46,6 +46,42 @@ func (w admissionWatch) PutRequest(ctx context.Context, r records.Request) error
 	return nil
 }
 
+// watchCommits observes, on their way to c, the admissions and decisions
+// in each committed call, as watchRequests and audit do for single
+// writes.
+func (t *telemetry) watchCommits(c commands.Committer, rs commands.RequestStore) commands.Committer {
+	return commitWatch{c: c, rs: rs, t: t}
+}
+
+type commitWatch struct {
+	c  commands.Committer
+	rs commands.RequestStore
+	t  *telemetry
+}
+
+func (w commitWatch) Commit(ctx context.Context, ws records.Writes, at time.Time) ([]uint64, error) {
+	var admitted []records.Request
+	for _, r := range ws.Requests {
+		if r.State != records.StateRunning || r.AdmittedAt.IsZero() || r.Origin == "seed" {
+			continue
+		}
+		if old, err := w.rs.GetRequest(ctx, r.ID); err != nil || !old.AdmittedAt.Equal(r.AdmittedAt) {
+			admitted = append(admitted, r)
+		}
+	}
+	seqs, err := w.c.Commit(ctx, ws, at)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range admitted {
+		w.t.wait.WithLabelValues(r.Team, r.Priority).Observe(max(r.AdmittedAt.Sub(r.CreatedAt), 0).Seconds())
+	}
+	for _, e := range ws.Audit {
+		w.t.decisions.WithLabelValues(e.Action, e.Outcome).Inc()
+	}
+	return seqs, nil
+}
+
 // requestCollector reports requests by state, pending requests by team,
 // how many waiting requests have a start estimate, and how far first
 // start estimates were from actual starts, read from the store.

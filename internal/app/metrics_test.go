@@ -71,7 +71,7 @@ func metricsServer(t *testing.T) *httptest.Server {
 	t.Cleanup(func() { db.Close() })
 	t0 := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
 	clk := clocktesting.NewFakeClock(t0)
-	sim, _, err := simcluster.New(ctx, cfg.Cluster(), db, clk, func(err error) bool { return errors.Is(err, store.ErrNotFound) })
+	sim, _, err := simcluster.New(ctx, cfg.Cluster(), db, clk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,6 +96,7 @@ func metricsServer(t *testing.T) *httptest.Server {
 	svc.Handle(ctx, commands.Input{User: "U0ALICE", Text: "request 8xh100 for 4h"})
 	svc.Handle(ctx, commands.Input{User: "U0BOB", Text: "request 8xa100 for 2h"})
 	svc.Handle(ctx, commands.Input{User: "U0DAVE", Text: "request 8xh100 for 4h"})
+	svc.Settle(ctx) // as the refresher does: the preempted seed gets its new estimate
 	srv := httptest.NewServer(tel.handler())
 	t.Cleanup(srv.Close)
 	return srv

@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -39,7 +38,7 @@ func TestOnePodShapeRule(t *testing.T) {
 	}
 	defer db.Close()
 	clk := clocktesting.NewFakeClock(time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC))
-	sim, _, err := simcluster.New(ctx, cfg.Cluster(), db, clk, func(err error) bool { return errors.Is(err, store.ErrNotFound) })
+	sim, _, err := simcluster.New(ctx, cfg.Cluster(), db, clk)
 	if err != nil {
 		t.Fatal(err)
 	}

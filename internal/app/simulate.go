@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/gpubot/gpubot/allocator"
+	"github.com/gpubot/gpubot/commands"
 	"github.com/gpubot/gpubot/internal/config"
 	"github.com/gpubot/gpubot/simulate"
 )
@@ -66,6 +67,16 @@ The openb pod list is a snapshot of pods rather than a workload over time:
 as recorded nothing waits, and to contend it must be compressed until it
 arrives within minutes (--load 110% to 119%). Traces of jobs over time
 (generic CSV) are what the replay is for.
+
+Elastic capacity: --add 16xh100:spot (or :provisioned) replays once more
+with an elastic pool of 16 H100 GPUs that only jobs switched to it use: a
+job that has waited the configuration's elastic.offerAfter (default 1h) and
+would start at once there switches, as a requester taking gpubot's offer; on
+a provisioned pool it starts the flavor's provisioning prior later. The
+what-if table shows the waits with the pool, and a line per run how many
+jobs switched, their GPU-hours there and their cost at the price of the
+configuration's first spot (or provisioned) flavor. Spot nodes are not
+reclaimed in the replay.
 
 Example:
   gpubot simulate --nodes ../shared/traces/alibaba-gpu-v2023/openb_node_list_gpu_node.csv \
@@ -127,7 +138,7 @@ func Simulate(args []string, sio SimulateIO) int {
 		adds       multiFlag
 		removes    multiFlag
 	)
-	fs.Var(&adds, "add", "replay: also replay with `N`x<flavor> more GPUs (16xg2), as new nodes of the flavor's usual size; repeatable")
+	fs.Var(&adds, "add", "replay: also replay with `N`x<flavor> more GPUs (16xg2), as new nodes of the flavor's usual size; repeatable. N`x<flavor>:spot or :provisioned adds an elastic pool instead (at most one), which jobs switch to after waiting the configuration's elastic.offerAfter, priced as its first spot or provisioned flavor")
 	fs.Var(&removes, "remove", "replay: also replay with `N`x<flavor> fewer GPUs (whole nodes, last by name); repeatable")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), simulateUsage)
@@ -237,7 +248,14 @@ func Simulate(args []string, sio SimulateIO) int {
 			if err != nil {
 				return usageErr("--add %v", err)
 			}
-			setup.Changes = append(setup.Changes, simulate.Change{Flavor: c.Flavor, GPUs: abs(c.GPUs)})
+			setup.Changes = append(setup.Changes, simulate.Change{Flavor: c.Flavor, GPUs: abs(c.GPUs), Capacity: c.Capacity})
+		}
+		if n := len(slices.DeleteFunc(slices.Clone(setup.Changes), func(c simulate.Change) bool { return c.Capacity == "" })); n > 1 {
+			return usageErr("--add: at most one elastic pool (:spot or :provisioned), not %d", n)
+		}
+		if err := elasticSetup(*cfgPath, &setup); err != nil {
+			fmt.Fprintf(stderr, "gpubot simulate: %v\n", err)
+			return 1
 		}
 		for _, r := range removes {
 			c, err := simulate.ParseChange(r)
@@ -356,4 +374,35 @@ func abs(x int) int {
 		return -x
 	}
 	return x
+}
+
+// elasticSetup fills in the replay's elastic pool from the configuration
+// at path (the bundled example for ""): when jobs switch, how long
+// provisioning takes, and the price of a GPU-hour of the pool's kind.
+func elasticSetup(path string, s *simulate.Setup) error {
+	var kind string
+	for _, c := range s.Changes {
+		if c.Capacity != "" {
+			kind = c.Capacity
+		}
+	}
+	if kind == "" {
+		return nil
+	}
+	cfg, err := loadConfig(path)
+	if err != nil {
+		return err
+	}
+	el := cfg.Settings().Elastic
+	s.OfferAfter, s.Currency = el.OfferAfter, el.Currency
+	for _, t := range el.Flavors {
+		if string(t.Capacity) != kind || s.ElasticPrice > 0 {
+			continue
+		}
+		s.ElasticPrice = t.PricePerGPUHour
+		if t.Capacity == commands.CapacityProvisioned {
+			s.ProvisioningTime = t.ProvisioningPrior
+		}
+	}
+	return nil
 }

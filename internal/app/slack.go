@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -42,6 +41,10 @@ func (o SlackOptions) workers() int {
 	return o.Workers
 }
 
+// estimateEvery is the least time between two computations of every
+// estimate when changes keep coming.
+const estimateEvery = time.Second
+
 // dedupeTTL is how long delivery keys are remembered: far longer than
 // Slack retries for.
 const dedupeTTL = 24 * time.Hour
@@ -61,7 +64,7 @@ func newSlack(o Options, cfg *config.Config, svc *commands.Service, db *store.DB
 	if pace.Burst == 0 {
 		pace.Burst = 3
 	}
-	opts := []slackbot.Option{slackbot.WithLogger(log)}
+	opts := []slackbot.Option{slackbot.WithLogger(log), slackbot.WithOutbox(db)}
 	if o.Slack.TokenRecheck > 0 {
 		opts = append(opts, slackbot.WithTokenRecheck(3, o.Slack.TokenRecheck))
 	}
@@ -81,6 +84,12 @@ func newSlack(o Options, cfg *config.Config, svc *commands.Service, db *store.DB
 // follows the wall clock (or o.Clock, in tests): a driver wakes at every
 // workload end and reminder, and at least every SweepEvery.
 func runSlackOnSim(ctx context.Context, o Options, cfg *config.Config, db *store.DB, log *slog.Logger) error {
+	// Opened first, closed last: the runtime's workers use it to the end.
+	inbox, err := openInbox(o.DataDir)
+	if err != nil {
+		return err
+	}
+	defer inbox.Close()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
@@ -89,8 +98,8 @@ func runSlackOnSim(ctx context.Context, o Options, cfg *config.Config, db *store
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	sim, fresh, err := simcluster.New(ctx, cfg.Cluster(), db, clk, func(err error) bool { return errors.Is(err, store.ErrNotFound) },
-		simcluster.WithPodsReadyTimeout(cfg.Kubernetes().PodsReadyTimeout))
+	sim, fresh, err := simcluster.New(ctx, cfg.Cluster(), db, clk, simcluster.WithSavesByCaller(),
+		simcluster.WithPodsReadyTimeout(cfg.Kubernetes().PodsReadyTimeout), simElastic(cfg))
 	if err != nil {
 		return err
 	}
@@ -103,8 +112,8 @@ func runSlackOnSim(ctx context.Context, o Options, cfg *config.Config, db *store
 		return err
 	}
 	svc, err := commands.NewService(ctx, cfg.Settings(), commands.Deps{
-		Cluster: sim, Requests: tel.watchRequests(db), IDs: db, Audit: tel.audit(db), Usage: db, Clock: clk,
-	}, append(simZombieOptions(cfg, db, sim, log), commands.WithLogger(log), commands.WithDigests(eng))...)
+		Cluster: sim, Requests: tel.watchRequests(db), IDs: db, Audit: tel.audit(db), Usage: db, Clock: clk, Commit: tel.watchCommits(db, db),
+	}, append(simZombieOptions(cfg, db, sim, log), commands.WithLogger(log), commands.WithDigests(eng), commands.WithProvisioning(sim))...)
 	if err != nil {
 		return err
 	}
@@ -132,17 +141,33 @@ func runSlackOnSim(ctx context.Context, o Options, cfg *config.Config, db *store
 		}
 		defer stop()
 	}
-	rt := bot.New(handler, ad, bot.WithDeduper(db, dedupeTTL, clk), bot.WithLogger(log), bot.WithWorkers(o.Slack.workers()))
+	rt := bot.New(handler, ad, bot.WithDeduper(db, dedupeTTL, clk), bot.WithLogger(log), bot.WithWorkers(o.Slack.workers()), bot.WithOutbox(db, false, clk),
+		bot.WithInbox(inbox, dedupeTTL, clk), bot.WithHandledLog(db))
+	// What was not delivered before the last stop goes first (the
+	// adapter's queue sends it once connected), then what was acked but
+	// not handled is handled.
+	if err := rt.Replay(ctx); err != nil {
+		return err
+	}
+	if err := rt.Recover(ctx); err != nil {
+		return err
+	}
 	startRuntime(ctx, rt, &wg)
 	log.Info("gpubot starting on Slack with the simulated cluster", "config", cfg.Name(), "dataDir", o.DataDir, "fresh", fresh)
 	every := o.Cluster.SweepEvery
 	if every <= 0 {
 		every = 30 * time.Second
 	}
-	wg.Add(1)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		driveSim(ctx, clk, sim, svc, sched, rt, every, log)
+	}()
+	go func() {
+		defer wg.Done()
+		// At most one computation a second, of the machine's time (it is
+		// about CPU, not the simulated cluster's clock).
+		svc.RunEstimates(ctx, clock.RealClock{}, estimateEvery, rt.Deliver)
 	}()
 	err = ad.Run(ctx, rt)
 	log.Info("gpubot stopped", "err", err)
@@ -166,11 +191,7 @@ func startRuntime(ctx context.Context, rt *bot.Runtime, wg *sync.WaitGroup) {
 func driveSim(ctx context.Context, clk clock.Clock, sim *simcluster.Cluster, svc *commands.Service, sched *digest.Scheduler, rt *bot.Runtime, every time.Duration, log *slog.Logger) {
 	for ctx.Err() == nil {
 		now := clk.Now()
-		events, err := sim.Advance(ctx)
-		if err != nil {
-			log.Error("advancing the simulated cluster", "err", err)
-		}
-		rt.DeliverNow(ctx, svc.Observe(ctx, events))
+		rt.DeliverNow(ctx, svc.Observe(ctx, nil)) // catches the simulated cluster up
 		rt.DeliverNow(ctx, sched.RunDue(ctx, now))
 		next := now.Add(every)
 		if t := sim.NextEvent(); t.After(now) && t.Before(next) {

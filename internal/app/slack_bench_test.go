@@ -2,7 +2,6 @@ package app_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -52,7 +51,11 @@ func seedPending(tb testing.TB, dir, cfgPath string, n int) {
 	}
 	defer db.Close()
 	clk := clocktesting.NewFakeClock(start)
-	sim, _, err := simcluster.New(ctx, cfg.Cluster(), db, clk, func(err error) bool { return errors.Is(err, store.ErrNotFound) })
+	// The simulated cluster keeps its state in memory while seeding and
+	// saves it once at the end: saving the whole state after each of
+	// thousands of requests would take most of an hour.
+	mem := &memState{}
+	sim, _, err := simcluster.New(ctx, cfg.Cluster(), mem, clk)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -67,6 +70,9 @@ func seedPending(tb testing.TB, dir, cfgPath string, n int) {
 	for i := range n {
 		svc.Handle(ctx, commands.Input{User: users[i%len(users)], Text: fmt.Sprintf("request %dxh100 for %dh", 8*(1+i%2), 1+i%6)})
 	}
+	if err := db.PutState(ctx, simcluster.StateName, mem.data); err != nil {
+		tb.Fatal(err)
+	}
 	queued, err := db.ListRequests(ctx, func(r records.Request) bool { return r.State == records.StateQueued })
 	if err != nil {
 		tb.Fatal(err)
@@ -74,6 +80,36 @@ func seedPending(tb testing.TB, dir, cfgPath string, n int) {
 	if len(queued) < n*9/10 {
 		tb.Fatalf("only %d of %d requests are pending", len(queued), n)
 	}
+}
+
+// memState is a simcluster.StateStore in memory.
+type memState struct{ data []byte }
+
+func (m *memState) GetState(context.Context, string) ([]byte, error) {
+	if m.data == nil {
+		return nil, records.ErrNotFound
+	}
+	return m.data, nil
+}
+
+func (m *memState) PutState(_ context.Context, _ string, data []byte) error {
+	m.data = append([]byte(nil), data...)
+	return nil
+}
+
+// peakRSS is the process's peak resident set size in MB (VmHWM), or 0.
+func peakRSS() float64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(rest), " kB"))
+			return float64(kb) / 1024
+		}
+	}
+	return 0
 }
 
 // BenchmarkSlackAckLatency measures how long the fake Slack waits for the
@@ -97,6 +133,7 @@ func BenchmarkSlackAckLatency(b *testing.B) {
 	users := []string{"U0ALICE", "U0DAVE", "U0GRACE", "U0BOB", "U0ERIN", "U0FRANK"}
 	sent := map[string]time.Time{}     // envelope → sent
 	byUser := map[string][]time.Time{} // user → when each command was sent
+	kinds := map[string][]bool{}       // user → whether each command was a request
 	answersBefore := map[string]int{}
 	for _, u := range users {
 		answersBefore[u] = len(fake.Ephemerals(u))
@@ -111,6 +148,7 @@ func BenchmarkSlackAckLatency(b *testing.B) {
 		env := fake.SlashCommand(u, chRandom, texts[i%len(texts)])
 		sent[env] = at
 		byUser[u] = append(byUser[u], at)
+		kinds[u] = append(kinds[u], strings.HasPrefix(texts[i%len(texts)], "request"))
 	}
 	// Every command is answered privately (a request also gets a card).
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -126,7 +164,7 @@ func BenchmarkSlackAckLatency(b *testing.B) {
 		b.Fatalf("waiting for every answer: %v", err)
 	}
 	b.StopTimer()
-	var acks, answers []float64
+	var acks, answers, reads, requests []float64
 	for _, a := range fake.Acks() {
 		if _, ok := sent[a.EnvelopeID]; ok {
 			acks = append(acks, float64(a.Latency)/float64(time.Millisecond))
@@ -142,11 +180,23 @@ func BenchmarkSlackAckLatency(b *testing.B) {
 			b.Fatalf("%s: %d answers to %d commands", u, len(got), len(cmds))
 		}
 		for i, m := range got {
-			answers = append(answers, float64(m.PostedAt.Sub(cmds[i]))/float64(time.Millisecond))
+			ms := float64(m.PostedAt.Sub(cmds[i])) / float64(time.Millisecond)
+			answers = append(answers, ms)
+			if kinds[u][i] {
+				requests = append(requests, ms)
+			} else {
+				reads = append(reads, ms)
+			}
 		}
 	}
 	stdslices.Sort(acks)
 	stdslices.Sort(answers)
+	stdslices.Sort(reads)
+	stdslices.Sort(requests)
+	b.ReportMetric(quantile(reads, 0.99), "p99-read-answer-ms")
+	b.ReportMetric(quantile(requests, 0.5), "p50-request-answer-ms")
+	b.ReportMetric(quantile(requests, 0.99), "p99-request-answer-ms")
+	b.ReportMetric(peakRSS(), "peak-rss-MB")
 	b.ReportMetric(quantile(acks, 0.5), "p50-ack-ms")
 	b.ReportMetric(quantile(acks, 0.99), "p99-ack-ms")
 	b.ReportMetric(quantile(acks, 1), "max-ack-ms")
@@ -162,6 +212,14 @@ var seeded = map[int][]byte{}
 
 func copySeeded(tb testing.TB, dir, cfg string, n int) {
 	tb.Helper()
+	// GPUBOT_BENCH_SEEDED names a file that keeps the seeded store between
+	// runs (seeding 10 000 requests takes minutes): made if missing.
+	cache := os.Getenv("GPUBOT_BENCH_SEEDED")
+	if seeded[n] == nil && cache != "" {
+		if data, err := os.ReadFile(cache); err == nil {
+			seeded[n] = data
+		}
+	}
 	if seeded[n] == nil {
 		tmp := tb.TempDir()
 		seedPending(tb, tmp, cfg, n)
@@ -170,6 +228,11 @@ func copySeeded(tb testing.TB, dir, cfg string, n int) {
 			tb.Fatal(err)
 		}
 		seeded[n] = data
+		if cache != "" {
+			if err := os.WriteFile(cache, data, 0o600); err != nil {
+				tb.Fatal(err)
+			}
+		}
 	}
 	if err := os.WriteFile(filepath.Join(dir, "gpubot.db"), seeded[n], 0o600); err != nil {
 		tb.Fatal(err)

@@ -28,6 +28,22 @@ func openStore(dataDir string) (*store.DB, error) {
 	return db, nil
 }
 
+// InboxFile is the store file, beside StoreFile, that keeps Slack's
+// deliveries from before their ack until handled: apart from the main
+// store so that an ack waits for its own small write only, never behind
+// a decision's.
+const InboxFile = "inbox.db"
+
+// openInbox opens the inbox store of dataDir.
+func openInbox(dataDir string) (*store.DB, error) {
+	path := filepath.Join(dataDir, InboxFile)
+	db, err := store.Open(path)
+	if err != nil {
+		return nil, refusal(path, err)
+	}
+	return db, nil
+}
+
 // refusal adds what to do to an error opening the store at path.
 func refusal(path string, err error) error {
 	aside := fmt.Sprintf("mv %s %s.damaged", path, path)

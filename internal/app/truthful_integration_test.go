@@ -115,7 +115,7 @@ func TestTruthfulOnGPUOperatorNodes(t *testing.T) {
 	all := out.String()
 	t.Logf("console:\n%s", all)
 	for _, want := range []string{
-		"h100    0      0     0     0",
+		"h100       0      0     0     0",
 		"4 GPU nodes match no ResourceFlavor: labels nvidia.com/gpu.product=NVIDIA-H200 (h200-1, h200-2, …); the flavors select cloud.google.com/gke-accelerator=nvidia-a100-80gb (a100), cloud.google.com/gke-accelerator=nvidia-h100-80gb (h100)",
 		"h100 has no nodes, and its teams have 128 GPUs of nominal quota on it",
 		"Quota without nodes is a real state",

@@ -23,9 +23,14 @@ func (p *parser) flavorList(n *yaml.Node) {
 	items := p.entries(n, "flavors", "flavor")
 	for i, e := range items {
 		path := index("flavors", i)
-		f := p.mapping(e, path, "name", "gpusPerNode", "nodes", "accelerator", "nodeLabels")
+		f := p.mapping(e, path, append([]string{"name", "gpusPerNode", "nodes", "accelerator", "nodeLabels"}, elasticFlavorKeys...)...)
 		name, ok := p.name(f, p.flavors, label, labelRule)
 		fi := &flavorInfo{flavor: allocator.Flavor{Name: name}}
+		terms, said := p.elasticFlavor(f, path, name)
+		fi.flavor.Elastic = terms.Elastic()
+		if ok && said {
+			p.cfg.settings.Elastic.Flavors = append(p.cfg.settings.Elastic.Flavors, terms)
+		}
 		if v := p.required(f, "gpusPerNode"); v != nil {
 			fi.flavor.GPUsPerNode, _ = p.integer(v, field(path, "gpusPerNode"), 1, maxGPUsPerNode)
 		}
@@ -105,7 +110,7 @@ func (p *parser) teamList(n *yaml.Node) {
 	items := p.entries(n, "teams", "team")
 	for i, e := range items {
 		path := index("teams", i)
-		f := p.mapping(e, path, "name", "cohort", "channel", "weight", "leads", "members", "quota", "preemption", "flavorFungibility", "namespace", "localQueue")
+		f := p.mapping(e, path, "name", "cohort", "channel", "weight", "leads", "members", "quota", "preemption", "flavorFungibility", "namespace", "localQueue", "elasticBudget")
 		name, ok := p.name(f, p.teams, label, labelRule)
 		if ok && contains(p.flavors.names, name) {
 			p.errorf(f.get("name"), field(path, "name"), "team %q has the name of a flavor, which would make \"/gpu queue %s\" ambiguous", name, name)
@@ -141,6 +146,8 @@ func (p *parser) teamList(n *yaml.Node) {
 		p.flavorFungibility(f.get("flavorFungibility"), field(path, "flavorFungibility"), &queue.FlavorFungibility)
 		p.teamCluster(f, path, name)
 		if ok {
+			p.teamBudget(f, path, name)
+			p.teamNodes[name] = f.pos("quota")
 			p.teamInfo[name] = ti
 			p.cfg.settings.Teams = append(p.cfg.settings.Teams, team)
 			p.cfg.cluster.Queues = append(p.cfg.cluster.Queues, queue)

@@ -33,6 +33,8 @@ type Config struct {
 	// digests and the weekly report (report is zero without one).
 	digests []digest.Posting
 	report  digest.Posting
+	// simFlavors is the simulated behaviour of elastic flavors.
+	simFlavors map[string]SimFlavor
 }
 
 // Load reads and validates the YAML file at path. Problems in the file are
@@ -208,6 +210,8 @@ func (c *Config) Settings() commands.Settings {
 	s.Approval.Priorities = slices.Clone(s.Approval.Priorities)
 	s.Templates = slices.Clone(s.Templates)
 	s.Zombies = c.zombies.Policy
+	s.Elastic.Flavors = slices.Clone(s.Elastic.Flavors)
+	s.Elastic.Budgets = maps.Clone(s.Elastic.Budgets)
 	return s
 }
 

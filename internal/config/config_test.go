@@ -45,7 +45,8 @@ func TestDefaultName(t *testing.T) {
 func TestDefaultCluster(t *testing.T) {
 	c := mustDefault(t).Cluster()
 
-	wantFlavors := []allocator.Flavor{{Name: "h100", GPUsPerNode: 8}, {Name: "a100", GPUsPerNode: 8}}
+	wantFlavors := []allocator.Flavor{{Name: "h100", GPUsPerNode: 8}, {Name: "a100", GPUsPerNode: 8},
+		{Name: "h100-spot", GPUsPerNode: 8, Elastic: true}, {Name: "h100-dws", GPUsPerNode: 8, Elastic: true}}
 	if diff := cmp.Diff(wantFlavors, c.Flavors); diff != "" {
 		t.Errorf("Flavors (-want +got):\n%s", diff)
 	}
@@ -64,6 +65,9 @@ func TestDefaultCluster(t *testing.T) {
 		"h100-b2-r2-n1", "h100-b2-r2-n2", "h100-b2-r2-n3", "h100-b2-r2-n4",
 		"a100-b1-r1-n1", "a100-b1-r1-n2", "a100-b1-r1-n3", "a100-b1-r1-n4",
 		"a100-b1-r2-n1", "a100-b1-r2-n2", "a100-b1-r2-n3", "a100-b1-r2-n4",
+		"h100-spot-b1-r1-n1", "h100-spot-b1-r1-n2", "h100-spot-b1-r1-n3", "h100-spot-b1-r1-n4",
+		"h100-dws-b1-r1-n1", "h100-dws-b1-r1-n2", "h100-dws-b1-r1-n3", "h100-dws-b1-r1-n4",
+		"h100-dws-b1-r2-n1", "h100-dws-b1-r2-n2", "h100-dws-b1-r2-n3", "h100-dws-b1-r2-n4",
 	}
 	if diff := cmp.Diff(wantNames, names); diff != "" {
 		t.Errorf("node names (-want +got):\n%s", diff)
@@ -74,20 +78,26 @@ func TestDefaultCluster(t *testing.T) {
 
 	preempt := allocator.Preemption{WithinClusterQueue: "LowerPriority", ReclaimWithinCohort: "Any"}
 	wantQueues := []allocator.Queue{
-		{Name: "nlp", Cohort: "research", Flavors: []string{"h100", "a100"}, Weight: 2, Preemption: preempt,
+		{Name: "nlp", Cohort: "research", Flavors: []string{"h100", "a100", "h100-spot", "h100-dws"}, Weight: 2, Preemption: preempt,
 			Quotas: map[string]allocator.Quota{
-				"h100": {Nominal: 64, BorrowingLimit: ptr(32), LendingLimit: ptr(16)},
-				"a100": {Nominal: 16, BorrowingLimit: ptr(16), LendingLimit: ptr(8)},
+				"h100":      {Nominal: 64, BorrowingLimit: ptr(32), LendingLimit: ptr(16)},
+				"a100":      {Nominal: 16, BorrowingLimit: ptr(16), LendingLimit: ptr(8)},
+				"h100-spot": {Nominal: 16, BorrowingLimit: ptr(16)},
+				"h100-dws":  {Nominal: 32, BorrowingLimit: ptr(32)},
 			}},
-		{Name: "vision", Cohort: "research", Flavors: []string{"h100", "a100"}, Weight: 1, Preemption: preempt,
+		{Name: "vision", Cohort: "research", Flavors: []string{"h100", "a100", "h100-spot", "h100-dws"}, Weight: 1, Preemption: preempt,
 			Quotas: map[string]allocator.Quota{
-				"h100": {Nominal: 48, BorrowingLimit: ptr(32), LendingLimit: ptr(24)},
-				"a100": {Nominal: 16, BorrowingLimit: ptr(16), LendingLimit: ptr(16)},
+				"h100":      {Nominal: 48, BorrowingLimit: ptr(32), LendingLimit: ptr(24)},
+				"a100":      {Nominal: 16, BorrowingLimit: ptr(16), LendingLimit: ptr(16)},
+				"h100-spot": {Nominal: 8, BorrowingLimit: ptr(16)},
+				"h100-dws":  {Nominal: 16, BorrowingLimit: ptr(32)},
 			}},
-		{Name: "speech", Cohort: "research", Flavors: []string{"a100", "h100"}, Weight: 1, Preemption: preempt,
+		{Name: "speech", Cohort: "research", Flavors: []string{"a100", "h100", "h100-spot", "h100-dws"}, Weight: 1, Preemption: preempt,
 			Quotas: map[string]allocator.Quota{
-				"a100": {Nominal: 32, BorrowingLimit: ptr(16), LendingLimit: ptr(16)},
-				"h100": {Nominal: 16, BorrowingLimit: ptr(16)},
+				"a100":      {Nominal: 32, BorrowingLimit: ptr(16), LendingLimit: ptr(16)},
+				"h100":      {Nominal: 16, BorrowingLimit: ptr(16)},
+				"h100-spot": {Nominal: 8, BorrowingLimit: ptr(16)},
+				"h100-dws":  {Nominal: 16, BorrowingLimit: ptr(32)},
 			}},
 	}
 	if diff := cmp.Diff(wantQueues, c.Queues); diff != "" {
@@ -132,6 +142,15 @@ func TestDefaultSettings(t *testing.T) {
 		Location:        berlin,
 		Zombies: commands.ZombiePolicy{IdleThreshold: 5, IdleWindow: 30 * time.Minute, LeadsGrace: 30 * time.Minute,
 			ReleaseGrace: 30 * time.Minute, KeepFor: 24 * time.Hour, Release: true},
+		Elastic: commands.ElasticSettings{
+			Flavors: []commands.FlavorTerms{
+				{Flavor: "h100-spot", Capacity: commands.CapacitySpot, PricePerGPUHour: 3.2, MaxRunTime: 24 * time.Hour},
+				{Flavor: "h100-dws", Capacity: commands.CapacityProvisioned, PricePerGPUHour: 5.4, MaxRunTime: 7 * 24 * time.Hour,
+					AdmissionCheck: "dws-h100", ProvisioningRequestConfig: "dws-h100", ProvisioningPrior: 20 * time.Minute},
+			},
+			OfferAfter: time.Hour, ApprovalAboveGPUs: 32, Currency: "$", WeekStart: time.Monday,
+			Budgets: map[string]commands.Budget{"nlp": {Money: 5000}, "vision": {GPUHours: 400}, "speech": {Money: 500}},
+		},
 	}
 	if diff := cmp.Diff(want, mustDefault(t).Settings(), locations); diff != "" {
 		t.Errorf("Settings() (-want +got):\n%s", diff)
@@ -140,7 +159,7 @@ func TestDefaultSettings(t *testing.T) {
 
 func TestDefaultVocabulary(t *testing.T) {
 	want := commands.Vocabulary{
-		Flavors:    []string{"h100", "a100"},
+		Flavors:    []string{"h100", "a100", "h100-spot", "h100-dws"},
 		Teams:      []string{"nlp", "vision", "speech"},
 		Priorities: []string{"low", "normal", "high", "urgent"},
 		Templates:  []string{"default", "pytorch-ddp", "dev-box"},
@@ -223,6 +242,9 @@ func TestDefaultPlacement(t *testing.T) {
 	used := map[string]int{}
 	largest := map[string]int{}
 	for _, n := range cl.Nodes {
+		if n.Flavor != "h100" && n.Flavor != "a100" {
+			continue // the elastic pools start empty
+		}
 		used[n.Flavor] += n.GPUs - free[n.Name]
 		largest[n.Flavor] = max(largest[n.Flavor], free[n.Name])
 	}
@@ -234,7 +256,7 @@ func TestDefaultPlacement(t *testing.T) {
 	}
 	gotFree := map[string]int{}
 	for name, f := range free {
-		if strings.HasPrefix(name, "h100") && f > 0 {
+		if strings.HasPrefix(name, "h100-b") && f > 0 {
 			gotFree[name] = f
 		}
 	}
@@ -285,6 +307,7 @@ func TestDefaults(t *testing.T) {
 		Templates:       []string{"default"},
 		DefaultChannel:  "#gpu",
 		Location:        time.UTC,
+		Elastic:         commands.ElasticSettings{OfferAfter: time.Hour, Currency: "$", WeekStart: time.Monday},
 	}
 	if diff := cmp.Diff(wantSettings, s, locations); diff != "" {
 		t.Errorf("Settings() (-want +got):\n%s", diff)

@@ -92,8 +92,10 @@ func TestFlavorNodeLabels(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]map[string]string{
-		"h100": {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"},
-		"a100": {"cloud.google.com/gke-accelerator": "nvidia-a100-80gb"},
+		"h100":      {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"},
+		"a100":      {"cloud.google.com/gke-accelerator": "nvidia-a100-80gb"},
+		"h100-spot": {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb", "cloud.google.com/gke-spot": "true"},
+		"h100-dws":  {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb", "cloud.google.com/gke-queued": "true"},
 	}
 	if d := cmp.Diff(want, c.Kubernetes().FlavorLabels()); d != "" {
 		t.Errorf("example (-want +got):\n%s", d)
@@ -107,8 +109,10 @@ func TestFlavorNodeLabels(t *testing.T) {
 		t.Fatal(err)
 	}
 	want = map[string]map[string]string{
-		"h100": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
-		"a100": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB", "cloud.google.com/gke-spot": "true"},
+		"h100":      {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+		"a100":      {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB", "cloud.google.com/gke-spot": "true"},
+		"h100-spot": {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb", "cloud.google.com/gke-spot": "true"},
+		"h100-dws":  {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb", "cloud.google.com/gke-queued": "true"},
 	}
 	if d := cmp.Diff(want, c.Kubernetes().FlavorLabels()); d != "" {
 		t.Errorf("GPU operator labels (-want +got):\n%s", d)

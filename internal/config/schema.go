@@ -73,6 +73,10 @@ type parser struct {
 	teamInfo   map[string]*teamInfo
 	// cohortNodes: the cohorts list declares these names.
 	cohortNodes map[string]*yaml.Node
+	// teamNodes is where each team's quota is, and budgetNodes where its
+	// elastic budget is, for checks across sections.
+	teamNodes   map[string]*yaml.Node
+	budgetNodes []budgetNode
 }
 
 type flavorInfo struct {
@@ -100,11 +104,12 @@ func (p *parser) config(root *yaml.Node) *Config {
 	p.teams = newRegistry("team")
 	p.flavorInfo = map[string]*flavorInfo{}
 	p.teamInfo = map[string]*teamInfo{}
+	p.teamNodes = map[string]*yaml.Node{}
 
 	f := p.mapping(root, "",
 		"timezone", "defaultChannel", "admission", "priorities", "defaultPriority",
 		"requests", "approval", "templates", "flavors", "cohorts", "people", "teams", "simulation", "kubernetes", "slack",
-		"zombies", "metrics", "digests", "report")
+		"zombies", "metrics", "digests", "report", "elastic")
 	p.timezone(f)
 	p.defaultChannel(f)
 	p.admission(f.get("admission"))
@@ -120,6 +125,8 @@ func (p *parser) config(root *yaml.Node) *Config {
 	p.checkQuotaTotals()
 	p.checkCoverage(f.get("requests"))
 	p.checkCluster(f.get("cohorts"))
+	p.elasticSection(f.get("elastic"))
+	p.checkElastic()
 	p.kubernetes(f.get("kubernetes"))
 	p.slackSection(f.get("slack"))
 	p.zombiesSection(f.get("zombies"))

@@ -77,7 +77,7 @@ func TestValidation(t *testing.T) {
 		},
 		"unknown top-level key": {
 			yaml: minimal + "notifications: {at: 9am}\n",
-			want: []string{`gpubot.yaml:5:1: notifications: unknown key "notifications" (known keys: timezone, defaultChannel, admission, priorities, defaultPriority, requests, approval, templates, flavors, cohorts, people, teams, simulation, kubernetes, slack, zombies, metrics, digests, report)`},
+			want: []string{`gpubot.yaml:5:1: notifications: unknown key "notifications" (known keys: timezone, defaultChannel, admission, priorities, defaultPriority, requests, approval, templates, flavors, cohorts, people, teams, simulation, kubernetes, slack, zombies, metrics, digests, report, elastic)`},
 		},
 		"a near miss of digests": {
 			yaml: minimal + "digest: [{team: nlp, schedule: \"0 9 * * *\"}]\n",

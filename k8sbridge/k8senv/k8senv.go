@@ -132,7 +132,10 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 	}()
 	e.env = &envtest.Environment{
 		BinaryAssetsDirectory: filepath.Join(assets, "bin"),
-		CRDDirectoryPaths:     []string{filepath.Join(assets, "kueue", "crds")},
+		// Kueue's CRDs and the cluster autoscaler's ProvisioningRequest:
+		// with it, Kueue runs its ProvisioningRequest admission check
+		// controller (it checks for the CRD when it starts).
+		CRDDirectoryPaths:     []string{filepath.Join(assets, "kueue", "crds"), filepath.Join(assets, "autoscaler", "crds")},
 		ErrorIfCRDPathMissing: true,
 	}
 	if e.Config, err = e.env.Start(); err != nil {

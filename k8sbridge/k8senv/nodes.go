@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
+	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	kueueclient "sigs.k8s.io/kueue/client-go/clientset/versioned"
 
 	"github.com/gpubot/gpubot/allocator"
@@ -23,6 +24,9 @@ type FakeNode struct {
 	Name   string
 	GPUs   int
 	Labels map[string]string
+	// Taints are set on the node as created (spot and provisioned nodes
+	// carry NoSchedule taints that only their flavor's work tolerates).
+	Taints []corev1.Taint
 }
 
 // CreateFakeNodes creates the nodes, managed by the kwok that Start runs
@@ -34,7 +38,7 @@ func CreateFakeNodes(ctx context.Context, kube kubernetes.Interface, nodes []Fak
 			labels[k] = v
 		}
 		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: labels,
-			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"}}}
+			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"}}, Spec: corev1.NodeSpec{Taints: n.Taints}}
 		if _, err := kube.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("creating node %s: %w", n.Name, err)
 		}
@@ -60,8 +64,9 @@ func CreateFakeNodes(ctx context.Context, kube kubernetes.Interface, nodes []Fak
 // Example applies a Kueue setup (such as deploy/kueue/setup.yaml) and
 // creates fake nodes for the given simulated nodes, labelled with their
 // flavor's node labels and GKE's block and sub-block labels, so that the
-// cluster matches a gpubot configuration's simulated cluster. It returns
-// once the nodes are ready (WaitNodesReady).
+// cluster matches a gpubot configuration's simulated cluster; a flavor
+// whose ResourceFlavor tolerates taints (an elastic one) has its nodes
+// tainted with them. It returns once the nodes are ready (WaitNodesReady).
 func (e *Env) Example(ctx context.Context, setup string, nodes []allocator.Node) error {
 	if _, err := ApplyFile(ctx, e.Config, setup, ""); err != nil {
 		return err
@@ -77,7 +82,7 @@ func (e *Env) Example(ctx context.Context, setup string, nodes []allocator.Node)
 		for k, v := range rf.Spec.NodeLabels {
 			labels[k] = v
 		}
-		fake = append(fake, FakeNode{Name: n.Name, GPUs: n.GPUs, Labels: labels})
+		fake = append(fake, FakeNode{Name: n.Name, GPUs: n.GPUs, Labels: labels, Taints: TaintsFor(rf)})
 	}
 	kube := kubernetes.NewForConfigOrDie(e.Config)
 	if err := CreateFakeNodes(ctx, kube, fake); err != nil {
@@ -127,4 +132,17 @@ func WaitNodesReady(ctx context.Context, kube kubernetes.Interface, n int) error
 		return fmt.Errorf("waiting for %d ready nodes: %w", n, err)
 	}
 	return nil
+}
+
+// TaintsFor are the taints a node of rf carries: one NoSchedule taint for
+// each toleration of the ResourceFlavor with an Equal operator (the
+// elastic flavors kueue-setup writes).
+func TaintsFor(rf *kueuev1beta2.ResourceFlavor) []corev1.Taint {
+	var out []corev1.Taint
+	for _, t := range rf.Spec.Tolerations {
+		if t.Operator == corev1.TolerationOpEqual && t.Effect == corev1.TaintEffectNoSchedule {
+			out = append(out, corev1.Taint{Key: t.Key, Value: t.Value, Effect: corev1.TaintEffectNoSchedule})
+		}
+	}
+	return out
 }

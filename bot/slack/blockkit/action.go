@@ -18,7 +18,7 @@ const ActionPrefix = "gpubot:"
 var buttonVerbs = []commands.Verb{
 	commands.VerbApprove, commands.VerbDeny, commands.VerbPreempt,
 	commands.VerbCancel, commands.VerbRelease, commands.VerbExtend,
-	commands.VerbKeep,
+	commands.VerbKeep, commands.VerbSwitch,
 }
 
 // ErrNotOurs is ParseAction's answer for an action_id without gpubot's

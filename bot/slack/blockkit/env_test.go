@@ -2,12 +2,12 @@ package blockkit_test
 
 import (
 	"context"
-	"errors"
-	clocktesting "k8s.io/utils/clock/testing"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/gpubot/gpubot/commands"
 	"github.com/gpubot/gpubot/digest"
@@ -45,7 +45,7 @@ func newEnv(t *testing.T) *env {
 	}
 	t.Cleanup(func() { db.Close() })
 	e := &env{t: t, ctx: ctx, clock: clocktesting.NewFakeClock(t0), db: db}
-	e.sim, _, err = simcluster.New(ctx, cfg.Cluster(), db, e.clock, func(err error) bool { return errors.Is(err, store.ErrNotFound) })
+	e.sim, _, err = simcluster.New(ctx, cfg.Cluster(), db, e.clock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,12 +67,12 @@ func newEnv(t *testing.T) *env {
 
 // do handles a typed command.
 func (e *env) do(user, text string) []commands.Output {
-	return e.svc.Handle(e.ctx, commands.Input{User: user, Text: text})
+	return append(e.svc.Handle(e.ctx, commands.Input{User: user, Text: text}), e.svc.Settle(e.ctx)...)
 }
 
 // press handles a button press.
 func (e *env) press(user string, verb commands.Verb, id, arg string) []commands.Output {
-	return e.svc.Handle(e.ctx, commands.Input{User: user, Action: &commands.Action{Name: verb, Request: id, Arg: arg}})
+	return append(e.svc.Handle(e.ctx, commands.Input{User: user, Action: &commands.Action{Name: verb, Request: id, Arg: arg}}), e.svc.Settle(e.ctx)...)
 }
 
 // advance moves time by d, stopping at every cluster event and service
@@ -90,11 +90,8 @@ func (e *env) advance(d time.Duration) []commands.Output {
 			next = t
 		}
 		e.clock.SetTime(next)
-		evs, err := e.sim.Advance(e.ctx)
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		outs = append(outs, e.svc.Observe(e.ctx, evs)...)
+		outs = append(outs, e.svc.Observe(e.ctx, nil)...)
+		outs = append(outs, e.svc.Settle(e.ctx)...)
 		if !next.Before(target) {
 			return outs
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/base32"
 	"encoding/json"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -29,6 +30,9 @@ func (m *Message) wire() map[string]any {
 	if m.ThreadTS != "" {
 		w["thread_ts"] = m.ThreadTS
 		w["parent_user_id"] = BotUserID
+	}
+	if m.Metadata != nil {
+		w["metadata"] = json.RawMessage(m.Metadata)
 	}
 	if len(m.Files) > 0 {
 		files := make([]map[string]any, len(m.Files))
@@ -201,7 +205,7 @@ func (s *Server) chatPostMessage(r *request) (map[string]any, *apiError) {
 	}
 	m := &Message{
 		Channel: ch, TS: s.nextTSLocked(), ThreadTS: threadTS, User: BotUserID,
-		Text: text, Blocks: blocks, Via: "chat.postMessage", PostedAt: time.Now(),
+		Text: text, Blocks: blocks, Via: "chat.postMessage", PostedAt: time.Now(), Metadata: cloneRaw(r.raw("metadata")),
 	}
 	s.messages = append(s.messages, m)
 	s.notifyLocked()
@@ -414,4 +418,48 @@ func (s *Server) usersLookupByEmail(r *request) (map[string]any, *apiError) {
 		}
 	}
 	return nil, fail("users_not_found")
+}
+
+// conversationsHistory answers conversations.history: the channel's
+// top-level messages, newest first, up to limit (default 100), with their
+// metadata when include_all_metadata is set.
+func (s *Server) conversationsHistory(r *request) (map[string]any, *apiError) {
+	return s.listMessages(r, func(m *Message) bool { return m.ThreadTS == "" })
+}
+
+// conversationsReplies answers conversations.replies: the message ts and
+// its thread, oldest first.
+func (s *Server) conversationsReplies(r *request) (map[string]any, *apiError) {
+	ts := r.str("ts")
+	return s.listMessages(r, func(m *Message) bool { return m.TS == ts || m.ThreadTS == ts })
+}
+
+func (s *Server) listMessages(r *request, keep func(*Message) bool) (map[string]any, *apiError) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch, e := s.resolveChannelLocked(r.str("channel"), false)
+	if e != nil {
+		return nil, e
+	}
+	limit, _ := strconv.Atoi(r.str("limit"))
+	if limit <= 0 {
+		limit = 100
+	}
+	withMeta := r.bool("include_all_metadata")
+	var out []map[string]any
+	for i := len(s.messages) - 1; i >= 0 && len(out) < limit; i-- {
+		m := s.messages[i]
+		if m.Channel != ch || m.Deleted || m.Via == "chat.postEphemeral" || !keep(m) {
+			continue
+		}
+		w := m.wire()
+		if !withMeta {
+			delete(w, "metadata")
+		}
+		out = append(out, w)
+	}
+	if out == nil {
+		out = []map[string]any{}
+	}
+	return map[string]any{"messages": out, "has_more": false}, nil
 }

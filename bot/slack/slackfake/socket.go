@@ -477,8 +477,15 @@ func (s *Server) disconnectLocked(reason string, c *wsConn) {
 			return s.closed || s.connSeq > c.id && s.liveLocked() > 0
 		})
 		// As Slack does: a close frame, and the connection goes once the
-		// client answers it (or after a second).
+		// client answers it (or after a second). It waits for the socket's
+		// write lock: what was sent on the socket after the disconnect
+		// (DisconnectThen's envelopes, which hold the lock) goes out
+		// first. gorilla lets a control frame overtake a data frame, and a
+		// client that reconnected quickly (a busy machine) made the close
+		// frame overtake them, so that they were never sent ("close sent").
+		c.wmu.Lock()
 		_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, "refresh"), time.Now().Add(time.Second))
+		c.wmu.Unlock()
 		t := time.NewTimer(time.Second)
 		select {
 		case <-c.done:

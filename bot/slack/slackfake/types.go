@@ -64,8 +64,11 @@ type Message struct {
 	// the versions they replaced, oldest first.
 	Edits   int
 	History []Revision
-	Deleted bool     // chat.delete or delete_original
-	Files   []string // file IDs shared with the message (files.completeUploadExternal)
+	Deleted bool // chat.delete or delete_original
+	// Metadata is the message metadata it was posted with (event_type and
+	// event_payload), nil for none.
+	Metadata json.RawMessage
+	Files    []string // file IDs shared with the message (files.completeUploadExternal)
 	// Via is how it was posted: "chat.postMessage", "chat.postEphemeral",
 	// "response_url", "ack" (a slash command ack payload) or
 	// "files.completeUploadExternal".

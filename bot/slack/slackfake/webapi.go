@@ -50,6 +50,8 @@ var methods = map[string]method{
 	"chat.postEphemeral":           {botTokenOnly, (*Server).chatPostEphemeral},
 	"chat.getPermalink":            {botTokenOnly, (*Server).chatGetPermalink},
 	"conversations.open":           {botTokenOnly, (*Server).conversationsOpen},
+	"conversations.history":        {botTokenOnly, (*Server).conversationsHistory},
+	"conversations.replies":        {botTokenOnly, (*Server).conversationsReplies},
 	"users.info":                   {botTokenOnly, (*Server).usersInfo},
 	"users.lookupByEmail":          {botTokenOnly, (*Server).usersLookupByEmail},
 	"views.open":                   {botTokenOnly, (*Server).viewsOpen},

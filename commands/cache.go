@@ -1,0 +1,100 @@
+package commands
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/gpubot/gpubot/records"
+)
+
+// requestCache holds every request as last committed, so that reads
+// (status, queue, usage, the estimates' learning) do not decode the whole
+// store for each command. The service is the only writer of requests: it
+// loads the cache at start and updates it after each commit, under the
+// write section. Values handed out are copies.
+type requestCache struct {
+	mu sync.RWMutex
+	m  map[string]records.Request
+}
+
+func (rc *requestCache) load(ctx context.Context, rs RequestStore) error {
+	all, err := rs.ListRequests(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("reading the requests: %w", err)
+	}
+	m := make(map[string]records.Request, len(all))
+	for _, r := range all {
+		m[r.ID] = r
+	}
+	rc.mu.Lock()
+	rc.m = m
+	rc.mu.Unlock()
+	return nil
+}
+
+// put records committed requests.
+func (rc *requestCache) put(rs []records.Request) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	for _, r := range rs {
+		rc.m[r.ID] = cloneRequest(r)
+	}
+}
+
+func (rc *requestCache) get(id string) (records.Request, bool) {
+	rc.mu.RLock()
+	defer rc.mu.RUnlock()
+	r, ok := rc.m[id]
+	if !ok {
+		return records.Request{}, false
+	}
+	return cloneRequest(r), true
+}
+
+// list returns copies of the requests keep accepts (all for nil), by ID.
+func (rc *requestCache) list(keep func(records.Request) bool) []records.Request {
+	rc.mu.RLock()
+	out := make([]records.Request, 0, 16)
+	for _, r := range rc.m {
+		if keep == nil || keep(r) {
+			out = append(out, cloneRequest(r))
+		}
+	}
+	rc.mu.RUnlock()
+	slices.SortFunc(out, func(a, b records.Request) int { return compareIDs(a.ID, b.ID) })
+	return out
+}
+
+// shallow returns the requests keep accepts as they are in the cache,
+// unsorted and not copied deep: for computations that neither keep them
+// nor change their slices in place.
+func (rc *requestCache) shallow(keep func(records.Request) bool) []records.Request {
+	rc.mu.RLock()
+	defer rc.mu.RUnlock()
+	out := make([]records.Request, 0, 16)
+	for _, r := range rc.m {
+		if keep == nil || keep(r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// cloneRequest copies r so that changing the copy (appending to its
+// waits, say) cannot touch the original.
+func cloneRequest(r records.Request) records.Request {
+	r.Nodes = slices.Clone(r.Nodes)
+	r.Approval = slices.Clone(r.Approval)
+	r.Waits = slices.Clone(r.Waits)
+	if r.Estimate != nil {
+		e := *r.Estimate
+		r.Estimate = &e
+	}
+	if r.FirstEstimate != nil {
+		e := *r.FirstEstimate
+		r.FirstEstimate = &e
+	}
+	return r
+}

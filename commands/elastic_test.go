@@ -1,0 +1,225 @@
+package commands_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpubot/gpubot/commands"
+	"github.com/gpubot/gpubot/records"
+	"github.com/gpubot/gpubot/simcluster"
+)
+
+// elasticSmall is small with a spot flavor (two 8-GPU nodes, $2 a
+// GPU-hour, reclaimed after 3h of a run) and a provisioned one (DWS, two
+// nodes, $4 a GPU-hour, 20 minutes to provision, 1 day at most). nlp may
+// spend $200 of elastic capacity a week; switching more than 8 GPUs
+// needs a lead.
+var elasticSmall = strings.NewReplacer(
+	"approval: {aboveGPUs: 8, priorities: [high]}", "approval: {aboveGPUs: 16, priorities: [high]}",
+	"flavors: [{name: h100, gpusPerNode: 8, nodes: {racksPerBlock: 2, nodesPerRack: 2}}]", `flavors:
+  - {name: h100, gpusPerNode: 8, nodes: {racksPerBlock: 2, nodesPerRack: 2}}
+  - {name: spot, gpusPerNode: 8, nodes: {nodesPerRack: 2}, capacity: spot, pricePerGPUHour: 2, simulation: {reclaimAfter: 3h}}
+  - name: dws
+    gpusPerNode: 8
+    nodes: {nodesPerRack: 2}
+    capacity: provisioned
+    pricePerGPUHour: 4
+    maxRunTime: 1d
+    provisioning: {admissionCheck: dws-check, prior: 30m}
+    simulation: {provisioningTime: 20m}
+elastic: {offerAfter: 1h, approvalAboveGPUs: 8}`,
+	"    quota: {h100: {nominal: 16}}\n    preemption: {withinTeam: LowerPriority}", "    quota: {h100: {nominal: 16}, spot: {nominal: 16}, dws: {nominal: 16}}\n    elasticBudget: {moneyPerWeek: 200}\n    preemption: {withinTeam: LowerPriority}",
+).Replace(small)
+
+var elasticSim = map[string]simcluster.ElasticFlavor{
+	"spot": {ReclaimAfter: 3 * time.Hour},
+	"dws":  {Check: "dws-check", Provisioning: 20 * time.Minute},
+}
+
+func newElasticEnv(t *testing.T) *env {
+	t.Helper()
+	e := newEnv(t, parse(t, elasticSmall), withElastic(elasticSim))
+	// bob fills nlp's reserved quota for 6h.
+	check(t, e.do("bob", "/gpu request 16xh100 for 6h"), want{"sender", "r1 running"})
+	return e
+}
+
+// A request that would wait hours on reserved capacity is offered spot
+// and DWS side by side, with each one's start and cost; the Switch button
+// moves it, audited, and the spot request starts at once.
+func TestElasticOfferAndSwitch(t *testing.T) {
+	e := newElasticEnv(t)
+	outs := e.do("alice", "/gpu request 8xh100 for 2h")
+	check(t, outs,
+		want{"channel #nlp r2", "Sooner on elastic capacity:\nreserved: starts in 3h–6h (11:00–14:00), next in line"},
+		want{"channel #nlp r2", "spot (spot): now, may be reclaimed, ≈ $32 (16 GPU-hours)"},
+		want{"channel #nlp r2", "dws (provisioned): in about 30m (assumed: no provisioning seen yet), ≈ $64 (16 GPU-hours), runs at most 1d"},
+		want{"sender", "/gpu switch r2 spot or /gpu switch r2 dws"},
+	)
+	card := said(outs, "channel #nlp r2")[0]
+	diff(t, "card buttons", []string{"Switch to spot: switch r2 spot", "Switch to dws: switch r2 dws", "Cancel: cancel r2"}, buttons(card))
+
+	outs = e.press("alice", commands.VerbSwitch, "r2", "spot")
+	check(t, outs,
+		want{"thread r2", "Switched to spot (spot) by alice"},
+		want{"thread r2", "Admitted at once on"},
+		want{"sender", "Switched r2 to spot."},
+	)
+	r := e.req("r2")
+	if r.State != records.StateRunning || r.AdmittedFlavor != "spot" || r.Elastic == nil || r.Elastic.From != "h100" || r.Elastic.By != "alice" || r.Elastic.Reserved == nil {
+		t.Errorf("after the switch r2 = %+v, elastic %+v; want running on spot, switched by alice with the reserved estimate kept", r, r.Elastic)
+	}
+	a := e.auditEntries("r2")
+	last := a[len(a)-1]
+	for _, x := range a {
+		if x.Action == "switch" {
+			last = x
+		}
+	}
+	if last.Action != "switch" || last.Outcome != "ok" || last.Via != "button" || !strings.Contains(last.Detail, "to spot") {
+		t.Errorf("audit of the switch = %+v; want alice's switch by button, ok", last)
+	}
+	// Pressing it again is stale: it is running now.
+	check(t, e.press("alice", commands.VerbSwitch, "r2", "dws"), want{"sender", "only a queued request can switch, and it is running"})
+}
+
+// An option over the team's weekly budget is shown with why and without
+// a button, in the card and the reply; /gpu switch to it is refused with
+// the same reason; a member's large switch waits for a lead.
+func TestElasticBudgetAndApproval(t *testing.T) {
+	e := newElasticEnv(t)
+	e.do("alice", "/gpu request 8xh100 for 6h") // r2: $96 on spot, $192 on dws
+	outs := e.press("alice", commands.VerbSwitch, "r2", "spot")
+	check(t, outs, want{"thread r2", "Admitted at once"})
+	// $96 of $200 committed: another 8 GPUs for 6h fits neither on spot
+	// (would be $192) nor on dws ($192).
+	outs = e.do("alice", "/gpu request 8xh100 for 6h")
+	check(t, outs,
+		want{"channel #nlp r3", "spot (spot): now, may be reclaimed, ≈ $96 (48 GPU-hours)\n"},
+		want{"channel #nlp r3", "— not available: over nlp's elastic budget: $96 of $200 a week used or committed, this needs $192"},
+	)
+	for _, b := range buttons(said(outs, "channel #nlp r3")[0]) {
+		if strings.HasPrefix(b, "Switch to dws") {
+			t.Errorf("the over-budget option has a button: %s", b)
+		}
+	}
+	check(t, e.do("alice", "/gpu switch r3 dws"), want{"sender", "r3 cannot switch to dws: over nlp's elastic budget"})
+	if a := e.lastAudit(); a.Action != "switch" || a.Outcome != "refused" {
+		t.Errorf("last audit = %+v, want the refused switch", a)
+	}
+
+	// A member's switch of more than 8 GPUs waits for bob; the request
+	// stays queued on reserved capacity until he approves.
+	e.do("bob", "/gpu cancel r3")
+	e.do("alice", "/gpu request 16xh100 for 1h") // r4
+	outs = e.press("alice", commands.VerbSwitch, "r4", "dws")
+	check(t, outs,
+		want{"sender", "needs approval"},
+		want{"person bob", "alice asks to switch r4"},
+	)
+	if r := e.req("r4"); r.State != records.StateQueued || r.Flavor != "h100" || r.Elastic.PendingSwitch != "dws" {
+		t.Errorf("r4 while the switch waits = state %s flavor %q elastic %+v", r.State, r.Flavor, r.Elastic)
+	}
+	check(t, e.press("alice", commands.VerbApprove, "r4", ""), want{"sender", "Only bob (lead of nlp) or carol (admin) can approve r4"})
+	outs = e.press("bob", commands.VerbApprove, "r4", "")
+	check(t, outs, want{"thread r4", "Switched to dws (provisioned) by bob"}, want{"person alice", "Your request r4 was switched to dws by bob"})
+	if r := e.req("r4"); r.Flavor != "dws" || r.Elastic.PendingSwitch != "" {
+		t.Errorf("r4 after approval = flavor %q elastic %+v; want on dws", r.Flavor, r.Elastic)
+	}
+}
+
+// A provisioned request: its check is told in the thread (asked, then
+// provisioned), it is admitted onto the provisioned nodes, and the time
+// it took is what the next offer estimates.
+func TestElasticProvisioning(t *testing.T) {
+	e := newElasticEnv(t)
+	e.do("alice", "/gpu request 8xh100 for 2h")
+	outs := e.press("alice", commands.VerbSwitch, "r2", "dws")
+	check(t, outs,
+		want{"thread r2", "Kueue asked the cluster autoscaler for 1 node of dws (admission check dws-check)"},
+		want{"card r2", "r2 waits for provisioning"},
+	)
+	checkNot(t, outs, want{"thread r2", "New estimate"})
+	outs = e.advance(25 * time.Minute)
+	check(t, outs,
+		want{"thread r2", "Provisioned after 20m: the dws nodes are there"},
+		want{"thread r2", "Admitted after 20m on dws-b1-r1-n1"},
+	)
+	r := e.req("r2")
+	if d, ok := r.Elastic.ProvisioningTime(); !ok || d != 20*time.Minute {
+		t.Errorf("r2's provisioning time = %s, %v; want 20m", d, ok)
+	}
+	outs = e.do("dave", "/gpu request 16xh100 for 7h") // vision: waits for nothing
+	outs = e.do("alice", "/gpu request 8xh100 for 1h")
+	check(t, outs, want{"channel #nlp r4", "dws (provisioned): in about 20m (from the last provisioning)"})
+}
+
+// Spot nodes reclaimed mid-run: the owner is told, the request is queued
+// again on spot with a new estimate, and the GPU-hours it used are kept.
+func TestElasticSpotReclaimed(t *testing.T) {
+	e := newElasticEnv(t)
+	e.do("alice", "/gpu request 8xh100 for 5h")
+	e.press("alice", commands.VerbSwitch, "r2", "spot")
+	outs := e.advance(3*time.Hour + time.Minute)
+	check(t, outs,
+		want{"thread r2", "Its spot nodes were reclaimed after running 3h (spot node spot-b1-r1-n1 reclaimed (simulated)); it is queued again on spot."},
+		want{"person alice", "Your request r2 lost its spot nodes after running 3h"},
+	)
+	r := e.req("r2")
+	if r.Elastic.Reclaims != 1 || r.Preemptions != 1 {
+		t.Errorf("r2 after the reclaim: reclaims %d, preemptions %d; want 1 and 1", r.Elastic.Reclaims, r.Preemptions)
+	}
+	found := false
+	for _, u := range e.usage() {
+		if u.Request == "r2" && u.Flavor == "spot" && u.End.Sub(u.Start) == 3*time.Hour {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no usage record of r2's 3h on spot: %+v", e.usage())
+	}
+}
+
+// Asking for an elastic flavor directly is held to its maximum run time
+// and to the budget.
+func TestElasticDirectRequest(t *testing.T) {
+	e := newElasticEnv(t)
+	check(t, e.do("alice", "/gpu request 8xdws for 2d"), want{"sender", "dws runs at most 1d and this asks for 2d"})
+	check(t, e.do("alice", "/gpu request 16xspot for 8h"), want{"sender", "over nlp's elastic budget: $0 of $200 a week used or committed, this needs $256"})
+	check(t, e.do("alice", "/gpu request 8xspot for 2h"), want{"sender", "r2 running on spot-b1-r1-n1"})
+}
+
+func TestParseSwitch(t *testing.T) {
+	v := commands.Vocabulary{Flavors: []string{"h100", "h100-spot"}, Teams: []string{"nlp"}}
+	c, err := commands.Parse("/gpu switch #12 H100-SPOT", v)
+	if err != nil || c.Verb != commands.VerbSwitch || c.ID != "r12" || c.Flavor != "h100-spot" {
+		t.Errorf("Parse = %+v, %v; want switch r12 h100-spot", c, err)
+	}
+	for in, msg := range map[string]string{
+		"switch r12":            "say which flavor to switch to",
+		"switch r12 h100-spto":  "h100-spot",
+		"switch r12 spot extra": "unknown flavor",
+	} {
+		_, err := commands.Parse(in, v)
+		if err == nil || !strings.Contains(err.Error(), msg) {
+			t.Errorf("Parse(%q) = %v; want an error mentioning %q", in, err, msg)
+		}
+	}
+}
+
+// An option ruled out before its start is known is listed with why, and
+// without a start of its own (no dangling "h100-spot (spot): , …"). On the
+// bundled example, 40 GPUs are more than nlp may use of h100-spot.
+func TestElasticOptionBlockedBeforeItsStart(t *testing.T) {
+	e := newEnv(t, exampleConfig(t), seeded)
+	outs := e.do("bob", "/gpu request 40xh100 for 8h")
+	card := said(outs, "channel #gpu-nlp r10")
+	if len(card) == 0 {
+		t.Fatalf("no card for r10: %v", outs)
+	}
+	got := text(card[0])
+	if !strings.Contains(got, "h100-spot (spot): may be reclaimed") || !strings.Contains(got, "not available: more than nlp may use of h100-spot even with borrowing") {
+		t.Errorf("want h100-spot listed as not available, without a start:\n%s", got)
+	}
+}

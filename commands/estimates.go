@@ -1,0 +1,178 @@
+package commands
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/gpubot/gpubot/allocator"
+	"github.com/gpubot/gpubot/records"
+)
+
+// Estimates are made off the command path. A change of the cluster or the
+// queue marks them stale; the refresher (RunEstimates in the background,
+// or Settle when the caller wants the result at once, as the console
+// does) recomputes them once for however many changes came meanwhile,
+// publishes them for reads, and posts those that moved materially. A
+// request command gets its own estimate (EstimateEngine.For) without
+// recomputing everyone's.
+
+// EstimateEngine computes every pending workload's start estimate: the
+// refresher's one expensive step, made by one goroutine at a time. The
+// default is an allocator.Estimator, which answers from its last result
+// when neither the cluster nor the options changed. One workload's
+// estimate (a request's own, a what-if) is allocator.EstimateFor, which
+// stops once that workload starts. The map returned is not modified.
+type EstimateEngine interface {
+	Estimates(s *allocator.Snapshot, opts allocator.EstimateOptions) map[string]allocator.Estimate
+}
+
+// WithEstimateEngine computes estimates with e. Default: an
+// allocator.Estimator.
+func WithEstimateEngine(e EstimateEngine) Option { return func(s *Service) { s.engine = e } }
+
+var _ EstimateEngine = (*allocator.Estimator)(nil)
+
+// staleness is the refresher's "recompute" signal: marked by any number
+// of changes, taken once.
+type staleness struct {
+	ch chan struct{}
+}
+
+func newStaleness() staleness { return staleness{ch: make(chan struct{}, 1)} }
+
+// changed marks the estimates stale. It never blocks.
+func (st staleness) changed() {
+	select {
+	case st.ch <- struct{}{}:
+	default:
+	}
+}
+
+// take reports whether the estimates were stale, and clears the mark.
+func (st staleness) take() bool {
+	select {
+	case <-st.ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// RunEstimates keeps the estimates current until ctx ends: after every
+// change (coalesced: changes that come while it computes cost one more
+// computation), it recomputes them and hands the posts of those that
+// moved to deliver. It waits at least every on clk between two
+// computations, so that a stream of changes costs one computation per
+// period, not one after the other (0: no wait).
+func (s *Service) RunEstimates(ctx context.Context, clk clock.Clock, every time.Duration, deliver func(context.Context, []Output)) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.estimates.ch:
+		}
+		if outs := s.refresh(ctx); len(outs) > 0 {
+			deliver(ctx, outs)
+		}
+		if every > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-clk.After(every):
+			}
+		}
+	}
+}
+
+// Settle recomputes the estimates now if anything changed since they
+// were last made, and returns the posts of those that moved. The console
+// and tests call it after each step so that replies come in order.
+func (s *Service) Settle(ctx context.Context) []Output {
+	if !s.estimates.take() {
+		return nil
+	}
+	return s.refresh(ctx)
+}
+
+// refresh recomputes every queued request's estimate outside the write
+// section, publishes them, and then, in the write section, saves and
+// posts those that moved materially.
+func (s *Service) refresh(ctx context.Context) (outs []Output) {
+	s.emu.Lock()
+	defer s.emu.Unlock()
+	c := &call{ctx: ctx, now: s.deps.Clock.Now(), who: &Person{Name: "gpubot"}}
+	defer s.recovered(c, "refreshing estimates", func(string) { outs = nil })
+	v := s.view()
+	snap := v.snap.Clone()
+	opts := s.estimateOptions(c)
+	ests := s.engine.Estimates(snap, opts)
+	s.setEstimates(ests, opts, s.requestMix(c), c.now)
+	defer s.enter(c)()
+	s.postEstimates(c, snap, ests)
+	return c.outs
+}
+
+// postEstimates saves and posts the estimates of queued requests that
+// moved materially. It runs in the write section.
+func (s *Service) postEstimates(c *call, snap *allocator.Snapshot, ests map[string]allocator.Estimate) {
+	// Of thousands queued, few move: those are sorted (posts in ID order)
+	// and copied.
+	moved := s.readRequests(c, func(r records.Request) bool {
+		e, ok := ests[r.ID]
+		return ok && r.State == records.StateQueued && material(r.Estimate, toRecord(c.now, e), c.now)
+	}, true)
+	for _, r := range moved {
+		r = cloneRequest(r)
+		e := ests[r.ID]
+		if _, never := s.neverStarts(c, r.ID); never {
+			continue // Kueue cannot admit it as it is: no estimate
+		}
+		if _, ok := s.provisioningWait(c, r); ok {
+			continue // it starts when its nodes are provisioned
+		}
+		next := toRecord(c.now, e)
+		prev := r.Estimate
+		r.Estimate = next
+		if r.FirstEstimate == nil {
+			r.FirstEstimate = next
+		}
+		if err := s.putRequest(c, r); err != nil {
+			s.log.Error("saving estimate", "request", r.ID, "err", err)
+			continue
+		}
+		text := "New estimate: " + s.estimateText(next)
+		if prev != nil {
+			text += " (was " + s.absWindow(prev) + ")"
+		}
+		c.emit(thread(r.ID, plain(text+".")), Output{To: Destination{Kind: UpdateCard, Request: r.ID}, Reply: s.cardWith(c, r, snap, &e)})
+	}
+}
+
+// estimatesDue marks the estimates stale when they are older than
+// refreshEvery: waits move with time even when nothing happens.
+func (s *Service) estimatesDue(now time.Time) {
+	if v := s.view(); v.estAt.IsZero() || now.Sub(v.estAt) >= refreshEvery {
+		s.estimates.changed()
+	}
+}
+
+// estimateOf is the latest estimate of pending workload id: from the
+// view, else (not estimated yet) by the engine for it alone.
+func (s *Service) estimateOf(c *call, snap *allocator.Snapshot, id string) allocator.Estimate {
+	if e, ok := s.view().ests[id]; ok {
+		return e
+	}
+	return allocator.EstimateFor(snap, id, s.viewOptions(c))
+}
+
+// viewOptions are the estimate options the latest estimates were made
+// with (learning them costs a read of every request), or learned now if
+// there are none yet.
+func (s *Service) viewOptions(c *call) allocator.EstimateOptions {
+	if v := s.view(); !v.estAt.IsZero() {
+		return v.opts
+	}
+	return s.estimateOptions(c)
+}

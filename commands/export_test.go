@@ -1,0 +1,12 @@
+package commands
+
+// LockWaiters is how many calls hold or wait for request id's lock (for
+// tests of concurrent operations on one request).
+func (s *Service) LockWaiters(id string) int {
+	s.reqs.mu.Lock()
+	defer s.reqs.mu.Unlock()
+	if e := s.reqs.m[id]; e != nil {
+		return e.refs
+	}
+	return 0
+}
