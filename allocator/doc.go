@@ -101,7 +101,10 @@
 //
 // Kueue's flavor assigner (kueue_assign.go; flavorassigner.go,
 // findFlavorForPodSets): the queue's flavors are tried in order (or only
-// the pinned Workload.Flavor). On each, every resource the workload asks
+// the pinned Workload.Flavor), leaving out elastic flavors (Flavor.Elastic,
+// spot or provisioned capacity) unless the workload is pinned to one: a
+// gpubot rule, which the bridge makes Kueue's by pinning Jobs with node
+// affinity. On each, every resource the workload asks
 // for gets a mode: noFit when it is more than the queue could ever have
 // there, or when it does not fit now and preemption may not be tried —
 // Kueue preempts only for a request within the queue's nominal quota, or
