@@ -11,7 +11,9 @@ import (
 // worked out by hand from Kueue's source (the functions named in the
 // comments, kubernetes-sigs/kueue at v0.17.0). Every case runs one
 // Schedule (Kueue's cycles until nothing is left to try) and compares
-// the events; "on" names the flavor the last admitted workload got.
+// the events; "on" names the flavor the last admitted workload got. A
+// case on a cluster the GPU-only engine schedules runs on the general
+// engine too (toGeneral), so that both are held to the expected outcome.
 
 type kueueCase struct {
 	cluster   *Cluster
@@ -24,14 +26,23 @@ func runKueueCases(t *testing.T, cases map[string]kueueCase) {
 	t.Helper()
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			s := newSnapshot(t, tc.cluster, tc.workloads...)
-			got := evs(s.Schedule())
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("events (-want +got):\n%s", diff)
+			engines := []string{"general"}
+			if newSnapshot(t, tc.cluster, tc.workloads...).ix.simple {
+				engines = []string{"GPU-only", "general"}
 			}
-			for id, f := range tc.on {
-				if w, _ := s.Workload(id); w.Admission == nil || w.Admission.Flavor != f {
-					t.Errorf("%s admitted on %v, want %s", id, w.Admission, f)
+			for _, engine := range engines {
+				s := newSnapshot(t, tc.cluster, tc.workloads...)
+				if engine == "general" && s.ix.simple {
+					s = toGeneral(s)
+				}
+				got := evs(s.Schedule())
+				if diff := cmp.Diff(tc.want, got); diff != "" {
+					t.Errorf("%s engine: events (-want +got):\n%s", engine, diff)
+				}
+				for id, f := range tc.on {
+					if w, _ := s.Workload(id); w.Admission == nil || w.Admission.Flavor != f {
+						t.Errorf("%s engine: %s admitted on %v, want %s", engine, id, w.Admission, f)
+					}
 				}
 			}
 		})
@@ -91,6 +102,18 @@ func TestKueuePreemptsOnlyWithinNominal(t *testing.T) {
 		"12 GPUs, above a's nominal 8: NoFit, no preemption": {
 			cluster:   cluster(),
 			workloads: append(running, MakeWorkload("high").Queue("a").GPUs(12).Priority(10).Obj()),
+		},
+		"16 GPUs, above a's nominal 8: a's own low is not preempted, though it would make room": {
+			// b runs b1 (8, within its nominal): 8 are free, high needs
+			// 16. Without low, a would use 16 (borrowing 8) and the
+			// cohort 24: it would fit, but 16 > a's nominal 8 is NoFit
+			// before any preemption is searched.
+			cluster: cluster(),
+			workloads: []Workload{
+				MakeWorkload("low").Queue("a").GPUs(8).Admitted("f", time.Hour, "f-00").Obj(),
+				MakeWorkload("b1").Queue("b").GPUs(8).Admitted("f", time.Hour, "f-01").Obj(),
+				MakeWorkload("high").Queue("a").GPUs(16).Priority(10).Obj(),
+			},
 		},
 	})
 }
