@@ -18,8 +18,13 @@ type Policy struct {
 	// HalfLife and EntryPenalty of Admission Fair Sharing (FairSharing
 	// mode only).
 	HalfLife, EntryPenalty time.Duration
-	// Preemption is every team's automatic preemption policy.
-	Preemption allocator.Preemption
+	// Preemption is every team's automatic preemption policy, and
+	// FlavorFungibility every team's flavor search.
+	Preemption        allocator.Preemption
+	FlavorFungibility allocator.FlavorFungibility
+	// FairSharing is Kueue's Fair Sharing (nil: off), with the teams'
+	// weights all 1.
+	FairSharing *allocator.KueueFairSharing
 }
 
 // GpubotDefaults are the fair-sharing and preemption settings of gpubot's
@@ -96,7 +101,8 @@ func buildCluster(nodes []Node, teams []string, pol Policy, placement allocator.
 		c.Flavors = append(c.Flavors, allocator.Flavor{Name: f.name, GPUsPerNode: f.gpn, Elastic: f.name == elastic})
 	}
 	for i, t := range teams {
-		q := allocator.Queue{Name: t, Cohort: Cohort, Weight: 1, Quotas: map[string]allocator.Quota{}, Preemption: pol.Preemption}
+		q := allocator.Queue{Name: t, Cohort: Cohort, Weight: 1, Quotas: map[string]allocator.Quota{}, Preemption: pol.Preemption,
+			FlavorFungibility: pol.FlavorFungibility}
 		for _, f := range flavs {
 			share := f.total / len(teams)
 			if i < f.total%len(teams) {
@@ -122,7 +128,7 @@ func buildCluster(nodes []Node, teams []string, pol Policy, placement allocator.
 		}
 		c.Queues = append(c.Queues, q)
 	}
-	c.Policy = allocator.Policy{Mode: pol.Mode, Placement: placement, Seed: seed}
+	c.Policy = allocator.Policy{Mode: pol.Mode, Placement: placement, Seed: seed, FairSharing: pol.FairSharing}
 	if pol.Mode == allocator.FairSharing {
 		c.Policy.HalfLife, c.Policy.EntryPenalty = pol.HalfLife, pol.EntryPenalty
 	}

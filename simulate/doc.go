@@ -48,10 +48,12 @@
 //     (allocator.FirstComeFirstServed): what negotiating by hand does.
 //   - kueue: Kueue's defaults: priority, then arrival (BestEffortFIFO), no
 //     preemption.
-//   - gpubot: gpubot's configuration: Admission Fair Sharing (half-life
-//     and entry penalty) and its teams' preemption rules (the first
-//     team's apply to every trace team); by default the bundled example's
-//     (7 days, 1 hour, LowerPriority within a team, reclaim Any).
+//   - gpubot: gpubot's configuration: its admission mode (Admission Fair
+//     Sharing with its half-life and entry penalty, or Kueue's Fair
+//     Sharing, Policy.FairSharing, with every team's weight 1) and its
+//     teams' preemption and flavorFungibility (the first team's apply to
+//     every trace team); by default the bundled example's (Admission Fair
+//     Sharing, 7 days, 1 hour, LowerPriority within a team, reclaim Any).
 //
 // Every policy uses the same placement (fragmentation-aware unless
 // Setup.Placement says otherwise).

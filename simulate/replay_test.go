@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/gpubot/gpubot/allocator"
 )
 
 // Small hand-made traces whose answers are worked out below by hand.
@@ -354,5 +356,31 @@ func TestReplayCPUByHand(t *testing.T) {
 				t.Errorf("resources (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestReplayKueueFairSharingByHand: one 6-GPU node, teams a, b and l
+// with a nominal quota of 2 GPUs each in one cohort (6 lendable). At 0,
+// a0 (a, 3 GPUs, 10h) and l0 (l, 3 GPUs, 1h) start, each borrowing one.
+// a2 (a, 2 GPUs) arrives at 60 s and b1 (b, 3 GPUs) at 120 s; both wait
+// for l0's end at 1h, when 3 GPUs are free, room for one of them, and
+// both would borrow. Kueue's classical order takes the older a2 (b1
+// starts when a2 ends, at 2h); Kueue's Fair Sharing takes the head whose
+// queue's dominant resource share would be lower (fair_sharing_iterator.go):
+// a would borrow 3 of 6 (500), b 1 of 6 (167): b1 at 1h, a2 at 2h.
+func TestReplayKueueFairSharingByHand(t *testing.T) {
+	rep := replayCSV(t, "name,flavor,gpus\nn1,x,6\n",
+		"id,submit,duration,gpus,team\na0,0,10h,3,a\nl0,0,1h,3,l\na2,60,1h,2,a\nb1,120,1h,3,b\n",
+		Setup{Calibrate: -1, Policies: []Policy{
+			{Name: "kueue", Mode: allocator.BestEffortFIFO},
+			{Name: "kueue-fs", Mode: allocator.BestEffortFIFO, FairSharing: &allocator.KueueFairSharing{}},
+		}})
+	for name, want := range map[string]map[string]float64{
+		"kueue":    {"a0": 0, "l0": 0, "a2": 3540, "b1": 7080},
+		"kueue-fs": {"a0": 0, "l0": 0, "a2": 7140, "b1": 3480},
+	} {
+		if diff := cmp.Diff(want, waitsOf(runNamed(t, rep, name))); diff != "" {
+			t.Errorf("%s: waits (-want +got):\n%s", name, diff)
+		}
 	}
 }

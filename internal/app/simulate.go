@@ -31,10 +31,11 @@ Modes:
              fcfs    first come, first served: priority ignored, no
                      preemption (what negotiating by hand approximates)
              kueue   Kueue's defaults: priority then arrival, no preemption
-             gpubot  priority, Admission Fair Sharing and preemption as
-                     configured (--config; default: the bundled example's
-                     priorities and preemption with Admission Fair Sharing,
-                     7d half-life, 1h entry penalty)
+             gpubot  priority, the admission mode (Admission Fair
+                     Sharing, or Kueue's Fair Sharing), preemption and
+                     flavorFungibility as configured (--config; default:
+                     the bundled example's priorities and preemption with
+                     Admission Fair Sharing, 7d half-life, 1h entry penalty)
            Reported per policy: waits per priority (p50/p95/max), the share
            of high-priority jobs that waited over an hour, GPU
            utilisation, fragmentation over time, Jain's fairness index
@@ -117,7 +118,7 @@ func Simulate(args []string, sio SimulateIO) int {
 		tracePath  = fs.String("trace", "", "trace `file` (required)")
 		outDir     = fs.String("out", "", "`directory` for results.json, CSV files and PNG plots (created); none: tables only")
 		mode       = fs.String("mode", "replay", "`mode`: replay or packing")
-		cfgPath    = fs.String("config", "", "gpubot configuration `file` whose priorities, fair sharing and (first team's) preemption rules the gpubot policy uses; default: the bundled example's, with Admission Fair Sharing (7d, 1h)")
+		cfgPath    = fs.String("config", "", "gpubot configuration `file` whose priorities, admission mode (Admission Fair Sharing or Kueue's Fair Sharing) and (first team's) preemption and flavorFungibility the gpubot policy uses; default: the bundled example's, with Admission Fair Sharing (7d, 1h)")
 		policies   = fs.String("policies", "fcfs,kueue,gpubot", "replay: the `policies` to compare, comma-separated")
 		placement  = fs.String("placement", "fragmentation", "replay: node `placement` of every policy: fragmentation, best-fit, spread or random")
 		load       = fs.String("load", "", "replay: `load`: 110% (or 1.1) speeds arrivals up until, had nothing waited, the busiest moment would ask for 110% of the GPUs; 50x is 50 times the recorded arrival rate; default as recorded")
@@ -319,7 +320,9 @@ func gpubotPolicy(path string) (simulate.Policy, []simulate.PriorityClass, error
 	}
 	if len(cl.Queues) > 0 {
 		pol.Preemption = cl.Queues[0].Preemption
+		pol.FlavorFungibility = cl.Queues[0].FlavorFungibility
 	}
+	pol.FairSharing = cl.Policy.FairSharing
 	var classes []simulate.PriorityClass
 	for _, p := range cfg.Settings().Priorities {
 		classes = append(classes, simulate.PriorityClass{Name: p.Name, Value: p.Value})
