@@ -198,11 +198,20 @@ func (s *Service) doSwitch(c *call, r records.Request, o option, approvedBy stri
 		s.failed(c, "saving "+r.ID, err)
 		return
 	}
+	// The thread says so before the cluster acts: on a real cluster the
+	// call leaves the write section for the API call, and Kueue may admit
+	// the moved workload (and the watch tell the thread) before it is back.
+	msg := fmt.Sprintf("Switched to %s (%s) by %s: %s.", o.terms.Flavor, capacityWords(o.terms), c.who.Name, s.optionText(o))
+	if o.terms.Capacity == CapacitySpot {
+		msg += " If its spot nodes are reclaimed it is requeued on " + o.terms.Flavor + " and told here."
+	}
+	c.emit(thread(r.ID, plain(msg)))
 	events, err := s.apply(c, Op{Kind: OpSwitch, ID: r.ID, Workload: s.workload(r)})
 	if err != nil {
 		if perr := s.putRequest(c, before); perr != nil {
 			s.log.Error("restoring a request after a failed switch", "request", r.ID, "err", perr)
 		}
+		c.emit(thread(r.ID, plain(fmt.Sprintf("The switch to %s failed on gpubot's side (%s); %s stays as it was.", o.terms.Flavor, plainError(err), r.ID))))
 		s.audit(c, c.who.Name, string(VerbSwitch), r.ID, "error", err.Error())
 		s.failed(c, "switching "+r.ID+" to "+o.terms.Flavor, err)
 		return
@@ -212,11 +221,6 @@ func (s *Service) doSwitch(c *call, r records.Request, o option, approvedBy stri
 		detail += "; approved by " + approvedBy
 	}
 	s.audit(c, c.who.Name, string(VerbSwitch), r.ID, "ok", detail)
-	msg := fmt.Sprintf("Switched to %s (%s) by %s: %s.", o.terms.Flavor, capacityWords(o.terms), c.who.Name, s.optionText(o))
-	if o.terms.Capacity == CapacitySpot {
-		msg += " If its spot nodes are reclaimed it is requeued on " + o.terms.Flavor + " and told here."
-	}
-	c.emit(thread(r.ID, plain(msg)))
 	s.observe(c, events, "")
 	mark := len(c.outs)
 	s.refreshChecks(c)
