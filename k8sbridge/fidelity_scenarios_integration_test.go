@@ -270,9 +270,20 @@ func TestFidelityReactivatedPreemptsNewerEqualPriority(t *testing.T) {
 }
 
 // A deactivated and reactivated request keeps its place in the queue:
-// it goes before requests that came after it.
+// it goes before requests that came after it (Kueue orders it by its
+// creation time, workload.Ordering.GetQueueOrderTimestamp).
+//
+// Not in parallel with the other scenarios: their flavors and nodes
+// coming and going make Kueue retry every ClusterQueue's inadmissible
+// workloads (pkg/controller/tas/resource_flavor.go, Reconcile: "requeue
+// inadmissible workloads", for all active ClusterQueues). Such a retry
+// puts r1 and r3 back in the heap, to be tried one scheduling cycle
+// after the other; if r2's quota is freed between the two, BestEffortFIFO
+// admits r3 (README, "Known limits"). Alone, the only retry when r2 goes
+// is Kueue's own, which moves r1 and r3 together once the quota is free,
+// and r1, first in the heap, is admitted.
 func TestFidelityReactivatedKeepsItsPlace(t *testing.T) {
-	f := newFidelity(t, h100x1, teamSpec{name: "nlp", quotas: []flavorQuota{q("h100", 8)}})
+	f := newFidelityOn(newScenario(t, nil), h100x1, teamSpec{name: "nlp", quotas: []flavorQuota{q("h100", 8)}})
 	f.run(
 		act{submit: f.wl("r1", "nlp", 8, normal)},
 		act{submit: f.wl("r2", "nlp", 8, normal)},

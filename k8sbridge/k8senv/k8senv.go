@@ -7,6 +7,12 @@
 //
 // Every process it starts is stopped by Env.Stop, which waits for each to
 // exit.
+//
+// To see what Kueue decides and why (its scheduling cycles, the moves
+// between a ClusterQueue's heap and its inadmissible workloads), set
+// GPUBOT_KUEUE_LOG_LEVEL to a zap level (5 is the most verbose Kueue
+// uses): Kueue logs at that level, and a temporary directory is kept,
+// its path printed, so that kueue.log can be read after the tests.
 package k8senv
 
 import (
@@ -43,6 +49,10 @@ import (
 // SkipEnv is the environment variable that, set to 1, skips everything
 // that needs the cached binaries.
 const SkipEnv = "GPUBOT_SKIP_K8S"
+
+// LogLevelEnv is the environment variable that sets Kueue's log level
+// (--zap-log-level) and keeps the logs (see the package doc).
+const LogLevelEnv = "GPUBOT_KUEUE_LOG_LEVEL"
 
 // Skipped reports whether integration tests should be skipped.
 func Skipped() bool { return os.Getenv(SkipEnv) == "1" }
@@ -209,8 +219,11 @@ func (e *Env) startKueue(ctx context.Context, o Options) error {
 	if err := os.WriteFile(path, cfg, 0o600); err != nil {
 		return err
 	}
-	if err := e.run(o, "kueue", filepath.Join(e.Assets, "bin", "kueue"),
-		"--config", path, "--kubeconfig", e.Kubeconfig, "--feature-gates", "VisibilityOnDemand=false"); err != nil {
+	args := []string{"--config", path, "--kubeconfig", e.Kubeconfig, "--feature-gates", "VisibilityOnDemand=false"}
+	if level := os.Getenv(LogLevelEnv); level != "" {
+		args = append(args, "--zap-log-level="+level)
+	}
+	if err := e.run(o, "kueue", filepath.Join(e.Assets, "bin", "kueue"), args...); err != nil {
 		return err
 	}
 	url := fmt.Sprintf("http://127.0.0.1:%d/readyz", health)
@@ -314,7 +327,10 @@ func (e *Env) Stop() error {
 			errs = append(errs, err)
 		}
 	}
-	if e.tempDir {
+	switch {
+	case e.tempDir && os.Getenv(LogLevelEnv) != "":
+		fmt.Fprintf(os.Stderr, "k8senv: logs kept in %s (%s is set)\n", e.Dir, LogLevelEnv)
+	case e.tempDir:
 		_ = os.RemoveAll(e.Dir)
 	}
 	return errors.Join(errs...)
