@@ -133,11 +133,20 @@ type Estimate struct {
 // run; Earliest and Latest are the earlier and later of the two.
 func Estimates(s *Snapshot, opts EstimateOptions) map[string]Estimate {
 	order := s.pendingInOrder()
+	if len(order) == 0 {
+		return map[string]Estimate{}
+	}
+	low, high := s.simulateBoth(opts, order, nil)
+	return s.estimatesFrom(opts, order, low, high)
+}
+
+// estimatesFrom turns the two simulations' starts of the pending
+// workloads in order into their estimates.
+func (s *Snapshot) estimatesFrom(opts EstimateOptions, order []int32, low, high []simStart) map[string]Estimate {
 	out := make(map[string]Estimate, len(order))
 	if len(order) == 0 {
 		return out
 	}
-	low, high := s.simulateBoth(opts, order)
 	ahead, higher := s.aheadCounts(order)
 	end := s.now.Add(horizon(opts))
 	reasons := map[int32]Reason{}
@@ -162,7 +171,7 @@ func EstimateFor(s *Snapshot, id string, opts EstimateOptions) Estimate {
 	if !ok || s.ws[slot].fl >= 0 {
 		return Estimate{ID: id}
 	}
-	low, high := s.simulateBoth(opts, []int32{slot})
+	low, high := s.simulateBoth(opts, []int32{slot}, nil)
 	order := s.pendingInOrder()
 	x := &s.ws[slot]
 	mine := s.classes[x.cls].cands
@@ -267,14 +276,16 @@ func (r Range) clean() Range {
 }
 
 // simulateBoth runs the low and the high simulation, concurrently: each
-// works on its own clone and s is only read.
-func (s *Snapshot) simulateBoth(opts EstimateOptions, targets []int32) (low, high []simStart) {
+// works on its own clone and s is only read. A non-nil first is called
+// by each simulation (concurrently, high telling which) with its clone
+// after its first step (the ends at Now and the admission cycles at Now).
+func (s *Snapshot) simulateBoth(opts EstimateOptions, targets []int32, first func(high bool, c *Snapshot)) (low, high []simStart) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		high = s.simulate(opts, true, targets)
+		high = s.simulate(opts, true, targets, first)
 	}()
-	low = s.simulate(opts, false, targets)
+	low = s.simulate(opts, false, targets, first)
 	<-done
 	return low, high
 }
@@ -286,7 +297,7 @@ type simStart struct {
 
 // simulate runs one estimate simulation on a clone of s and returns each
 // target's first admission time.
-func (s *Snapshot) simulate(opts EstimateOptions, high bool, targets []int32) []simStart {
+func (s *Snapshot) simulate(opts EstimateOptions, high bool, targets []int32, first func(high bool, c *Snapshot)) []simStart {
 	c := s.Clone()
 	c.lean = true
 	factor := make([]float64, len(s.ix.queues))
@@ -343,7 +354,13 @@ func (s *Snapshot) simulate(opts EstimateOptions, high bool, targets []int32) []
 			remaining--
 		}
 	}
-	stop := func() bool { return remaining == 0 }
+	stop := func() bool {
+		if first != nil {
+			first(high, c)
+			first = nil
+		}
+		return remaining == 0
+	}
 	c.run(s.now.Add(horizon(opts)), true, endOf, emit, stop, true)
 	return starts
 }

@@ -14,37 +14,92 @@ import (
 // usage) or the options. A caller that builds a fresh snapshot for every
 // question, as the command service does, gets the same answers as from
 // Estimates and EstimateFor, at the cost of a fingerprint of the state
-// when nothing changed. It is not safe for concurrent use.
+// when nothing changed.
+//
+// It also keeps the fingerprint of the state both simulations reached
+// after their first step (what ends at Now and the admission cycles at
+// Now) and every pending workload's simulated starts. When the next
+// snapshot is in exactly that state (Kueue admitted what the estimate
+// predicted, at the same Now, and nothing else changed), the rest of
+// each simulation would run as before, so the estimates are rebuilt from
+// the kept starts without simulating (Reused counts that). It is not
+// safe for concurrent use.
 type Estimator struct {
 	seed maphash.Seed
 	key  uint64
 	ok   bool
 	est  map[string]Estimate
-	// Recomputed counts the full computations so far (for tests and
-	// metrics).
-	Recomputed int
+	// next is the state after the first step of both simulations, valid
+	// if nextOK (the two reached the same state); starts holds the
+	// simulations' starts (low, high) by workload ID.
+	next   uint64
+	nextOK bool
+	starts map[string][2]simStart
+	// Recomputed counts the full computations so far, Reused the
+	// estimates rebuilt from the last simulations' trajectories (for
+	// tests and metrics).
+	Recomputed, Reused int
 }
 
 // NewEstimator returns an empty Estimator.
 func NewEstimator() *Estimator { return &Estimator{seed: maphash.MakeSeed()} }
 
 // Estimates is Estimates(s, opts), from the last result if neither s's
-// state nor opts changed since. The map is shared: do not modify it.
+// state nor opts changed since, or from the last simulations if s is in
+// the state they reached after their first step. The map is shared: do
+// not modify it.
 func (e *Estimator) Estimates(s *Snapshot, opts EstimateOptions) map[string]Estimate {
-	k := e.fingerprint(s, opts)
-	if !e.ok || k != e.key {
-		e.est, e.key, e.ok = Estimates(s, opts), k, true
-		e.Recomputed++
+	return e.estimates(s, opts, e.fingerprint(s, opts))
+}
+
+func (e *Estimator) estimates(s *Snapshot, opts EstimateOptions, k uint64) map[string]Estimate {
+	if e.ok && k == e.key {
+		return e.est
 	}
+	if e.ok && e.nextOK && k == e.next {
+		if est, ok := e.rebuild(s, opts); ok {
+			e.est, e.key, e.nextOK = est, k, false
+			e.Reused++
+			return e.est
+		}
+	}
+	order := s.pendingInOrder()
+	var after [2]uint64
+	low, high := s.simulateBoth(opts, order, func(high bool, c *Snapshot) {
+		after[b2i(high)] = e.fingerprint(c, opts)
+	})
+	e.est, e.key, e.ok = s.estimatesFrom(opts, order, low, high), k, true
+	e.next, e.nextOK = after[0], len(order) > 0 && after[0] == after[1]
+	e.starts = make(map[string][2]simStart, len(order))
+	for i, slot := range order {
+		e.starts[s.ws[slot].w.ID] = [2]simStart{low[i], high[i]}
+	}
+	e.Recomputed++
 	return e.est
 }
 
+// rebuild computes the estimates of s's pending workloads from the kept
+// starts; false if one of them has none.
+func (e *Estimator) rebuild(s *Snapshot, opts EstimateOptions) (map[string]Estimate, bool) {
+	order := s.pendingInOrder()
+	low, high := make([]simStart, len(order)), make([]simStart, len(order))
+	for i, slot := range order {
+		st, ok := e.starts[s.ws[slot].w.ID]
+		if !ok {
+			return nil, false
+		}
+		low[i], high[i] = st[0], st[1]
+	}
+	return s.estimatesFrom(opts, order, low, high), true
+}
+
 // For is EstimateFor(s, id, opts): from the last result when s and opts
-// are what it was computed for, else by EstimateFor, which stops once id
+// are what it was computed for (or the state its simulations reached
+// after their first step), else by EstimateFor, which stops once id
 // starts (and leaves the last result in place).
 func (e *Estimator) For(s *Snapshot, id string, opts EstimateOptions) Estimate {
-	if e.ok && e.fingerprint(s, opts) == e.key {
-		if est, ok := e.est[id]; ok {
+	if k := e.fingerprint(s, opts); e.ok && (k == e.key || (e.nextOK && k == e.next)) {
+		if est, ok := e.estimates(s, opts, k)[id]; ok {
 			return est
 		}
 		return Estimate{ID: id}
@@ -53,7 +108,7 @@ func (e *Estimator) For(s *Snapshot, id string, opts EstimateOptions) Estimate {
 }
 
 // Forget drops the last result.
-func (e *Estimator) Forget() { e.ok, e.est = false, nil }
+func (e *Estimator) Forget() { e.ok, e.nextOK, e.est, e.starts = false, false, nil, nil }
 
 // fingerprint hashes everything estimates depend on. Workloads are
 // combined order-independently, so that the same workloads added in
@@ -103,12 +158,15 @@ func (e *Estimator) fingerprint(s *Snapshot, opts EstimateOptions) uint64 {
 		wh.WriteString(w.Flavor)
 		wh.WriteByte(0)
 		if a := w.Admission; a != nil {
+			// The flavor and nodes by index (the cluster is hashed):
+			// the estimates' own clones keep no node names.
 			binary.LittleEndian.PutUint64(buf[:], uint64(a.At.UnixNano()))
 			wh.Write(buf[:])
-			wh.WriteString(a.Flavor)
-			for _, nd := range a.Nodes {
-				wh.WriteByte(0)
-				wh.WriteString(nd)
+			binary.LittleEndian.PutUint64(buf[:], uint64(uint32(x.fl))<<32|uint64(uint32(x.per)))
+			wh.Write(buf[:])
+			for _, nd := range x.nodes {
+				binary.LittleEndian.PutUint64(buf[:], uint64(uint32(nd)))
+				wh.Write(buf[:])
 			}
 		}
 		sum += wh.Sum64()
