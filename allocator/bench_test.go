@@ -246,3 +246,74 @@ func BenchmarkScheduleFIFO(b *testing.B) {
 		c.Schedule()
 	}
 }
+
+// BenchmarkEstimatorAfterAdmission: the estimates of the benchmark
+// cluster after Kueue admitted what they predicted for Now, from an
+// Estimator that computed the state before, on a fresh snapshot as the
+// command service builds one per change: the fingerprint, the pending
+// order, the counts ahead and the reasons, no simulation. The state
+// before: the benchmark's with the oldest running workloads finished,
+// as many as leave room for admissions without a preemption (an
+// Estimator does not reuse a first step that preempts).
+func BenchmarkEstimatorAfterAdmission(b *testing.B) {
+	s := benchSnapshot(b)
+	// Runtimes of at least the requested time: no running workload is
+	// overdue at Now in either simulation (an overdue one ends at Now in
+	// the simulation but still runs in the cluster, and the states
+	// differ).
+	f := map[string]Range{}
+	for _, q := range s.Cluster().Queues {
+		f[q.Name] = Range{Low: 1, High: 1.5}
+	}
+	opts := EstimateOptions{Factors: f}
+	// From the state its first step reaches (preemptions at Now done).
+	base := s.Clone()
+	base.Schedule()
+	var before, after *Snapshot
+	admitted := 0
+	for n := 1; n <= 64 && after == nil; n++ {
+		c := base.Clone()
+		i := 0
+		for _, w := range c.Workloads() {
+			if w.Admission != nil && i < n {
+				c.Release(w.ID)
+				i++
+			}
+		}
+		bs, err := NewSnapshot(c.Cluster(), c.Now(), c.Workloads(), c.Usage())
+		if err != nil {
+			b.Fatal(err)
+		}
+		adm, pre := 0, 0
+		for _, ev := range c.Schedule() {
+			switch ev.Kind {
+			case EventAdmitted:
+				adm++
+			case EventPreempted:
+				pre++
+			}
+		}
+		if adm > 0 && pre == 0 {
+			before, admitted = bs, adm
+			if after, err = NewSnapshot(c.Cluster(), c.Now(), c.Workloads(), c.Usage()); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	if after == nil {
+		b.Fatal("no state admits without preempting")
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		b.StopTimer()
+		e := NewEstimator()
+		e.Estimates(before, opts)
+		b.StartTimer()
+		e.Estimates(after, opts)
+		if e.Reused != 1 {
+			b.Fatalf("recomputed after %d admissions", admitted)
+		}
+	}
+	b.ReportMetric(float64(admitted), "admitted")
+}

@@ -276,16 +276,20 @@ func (r Range) clean() Range {
 }
 
 // simulateBoth runs the low and the high simulation, concurrently: each
-// works on its own clone and s is only read. A non-nil first is called
-// by each simulation (concurrently, high telling which) with its clone
-// after its first step (the ends at Now and the admission cycles at Now).
-func (s *Snapshot) simulateBoth(opts EstimateOptions, targets []int32, first func(high bool, c *Snapshot)) (low, high []simStart) {
+// works on its own clone and s is only read. With rec set, each
+// simulation also records what the Estimator needs to reuse its
+// trajectory (rec[0] the low one's, rec[1] the high one's).
+func (s *Snapshot) simulateBoth(opts EstimateOptions, targets []int32, rec *[2]simRecord) (low, high []simStart) {
+	var rl, rh *simRecord
+	if rec != nil {
+		rl, rh = &rec[0], &rec[1]
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		high = s.simulate(opts, true, targets, first)
+		high = s.simulate(opts, true, targets, rh)
 	}()
-	low = s.simulate(opts, false, targets, first)
+	low = s.simulate(opts, false, targets, rl)
 	<-done
 	return low, high
 }
@@ -295,9 +299,19 @@ type simStart struct {
 	ok bool
 }
 
+// simRecord is what a simulation records for the Estimator beyond its
+// targets' starts: the fingerprint (by fp) of its state after the first
+// step (the ends at Now, then the admission cycles at Now), and whether
+// that step preempted (its state is then not reused: see Estimator).
+type simRecord struct {
+	fp        func(*Snapshot) uint64
+	after     uint64
+	preempted bool
+}
+
 // simulate runs one estimate simulation on a clone of s and returns each
 // target's first admission time.
-func (s *Snapshot) simulate(opts EstimateOptions, high bool, targets []int32, first func(high bool, c *Snapshot)) []simStart {
+func (s *Snapshot) simulate(opts EstimateOptions, high bool, targets []int32, rec *simRecord) []simStart {
 	c := s.Clone()
 	c.lean = true
 	factor := make([]float64, len(s.ix.queues))
@@ -345,7 +359,11 @@ func (s *Snapshot) simulate(opts EstimateOptions, high bool, targets []int32, fi
 	}
 	starts := make([]simStart, len(targets))
 	remaining := len(targets)
+	firstStep := true
 	emit := func(k EventKind, slot, _ int32) {
+		if k == EventPreempted && firstStep && rec != nil {
+			rec.preempted = true
+		}
 		if k != EventAdmitted {
 			return
 		}
@@ -355,10 +373,10 @@ func (s *Snapshot) simulate(opts EstimateOptions, high bool, targets []int32, fi
 		}
 	}
 	stop := func() bool {
-		if first != nil {
-			first(high, c)
-			first = nil
+		if rec != nil && firstStep {
+			rec.after = rec.fp(c)
 		}
+		firstStep = false
 		return remaining == 0
 	}
 	c.run(s.now.Add(horizon(opts)), true, endOf, emit, stop, true)

@@ -30,8 +30,8 @@ type Estimator struct {
 	ok   bool
 	est  map[string]Estimate
 	// next is the state after the first step of both simulations, valid
-	// if nextOK (the two reached the same state); starts holds the
-	// simulations' starts (low, high) by workload ID.
+	// if nextOK (the two reached the same state without preempting);
+	// starts holds the simulations' starts (low, high) by workload ID.
 	next   uint64
 	nextOK bool
 	starts map[string][2]simStart
@@ -64,12 +64,12 @@ func (e *Estimator) estimates(s *Snapshot, opts EstimateOptions, k uint64) map[s
 		}
 	}
 	order := s.pendingInOrder()
-	var after [2]uint64
-	low, high := s.simulateBoth(opts, order, func(high bool, c *Snapshot) {
-		after[b2i(high)] = e.fingerprint(c, opts)
-	})
+	fp := func(c *Snapshot) uint64 { return e.fingerprint(c, opts) }
+	rec := [2]simRecord{{fp: fp}, {fp: fp}}
+	low, high := s.simulateBoth(opts, order, &rec)
 	e.est, e.key, e.ok = s.estimatesFrom(opts, order, low, high), k, true
-	e.next, e.nextOK = after[0], len(order) > 0 && after[0] == after[1]
+	e.next = rec[0].after
+	e.nextOK = len(order) > 0 && rec[0].after == rec[1].after && !rec[0].preempted && !rec[1].preempted
 	e.starts = make(map[string][2]simStart, len(order))
 	for i, slot := range order {
 		e.starts[s.ws[slot].w.ID] = [2]simStart{low[i], high[i]}
@@ -79,7 +79,10 @@ func (e *Estimator) estimates(s *Snapshot, opts EstimateOptions, k uint64) map[s
 }
 
 // rebuild computes the estimates of s's pending workloads from the kept
-// starts; false if one of them has none.
+// starts; false if one of them has none. (Without a preemption in the
+// first step, every workload pending after it was a target, and a
+// target without a start was not admitted before the horizon: the
+// simulation stops early only once every target has started.)
 func (e *Estimator) rebuild(s *Snapshot, opts EstimateOptions) (map[string]Estimate, bool) {
 	order := s.pendingInOrder()
 	low, high := make([]simStart, len(order)), make([]simStart, len(order))
@@ -108,7 +111,9 @@ func (e *Estimator) For(s *Snapshot, id string, opts EstimateOptions) Estimate {
 }
 
 // Forget drops the last result.
-func (e *Estimator) Forget() { e.ok, e.nextOK, e.est, e.starts = false, false, nil, nil }
+func (e *Estimator) Forget() {
+	e.ok, e.nextOK, e.est, e.starts = false, false, nil, nil
+}
 
 // fingerprint hashes everything estimates depend on. Workloads are
 // combined order-independently, so that the same workloads added in

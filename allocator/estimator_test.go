@@ -284,9 +284,16 @@ func TestPropertyEstimatorAfterAdmission(t *testing.T) {
 			for step := range 4 {
 				// Pending work that fits now: from time to time a new
 				// request, or time passes with ends.
-				switch r.IntN(3) {
+				switch r.IntN(4) {
 				case 0:
 					s.Add(randomWorkload(r, s.Cluster(), fmt.Sprintf("a%d", step)))
+				case 3:
+					// Urgent work that preempts in the first step.
+					for i := range 1 + r.IntN(3) {
+						w := randomWorkload(r, s.Cluster(), fmt.Sprintf("u%d-%d", step, i))
+						w.Priority = 3 + int32(r.IntN(2))
+						s.Add(w)
+					}
 				case 1:
 					s.Advance(s.Now().Add(time.Duration(1+r.IntN(90))*time.Minute), nil)
 				}
