@@ -397,7 +397,8 @@ func sharesFlavor(a, b []cand) bool {
 // aheadCounts computes, for each workload of order, how many before it
 // share a candidate flavor (ahead) and how many of those have a higher
 // priority and a later Created (higher), in O(n log n) per distinct set
-// of candidate flavors.
+// of candidate flavors (the flavors only: classes of other sizes on the
+// same flavors share one).
 func (s *Snapshot) aheadCounts(order []int32) (ahead, higher []int) {
 	n := len(order)
 	ahead, higher = make([]int, n), make([]int, n)
@@ -405,6 +406,9 @@ func (s *Snapshot) aheadCounts(order []int32) (ahead, higher []int) {
 	setOf := map[int32]int{} // class → set id
 	var sets [][]cand
 	set := make([]int, n)
+	sameFlavors := func(a, b []cand) bool {
+		return slices.EqualFunc(a, b, func(x, y cand) bool { return x.f == y.f })
+	}
 	for i, slot := range order {
 		cls := s.ws[slot].cls
 		d, ok := setOf[cls]
@@ -412,7 +416,7 @@ func (s *Snapshot) aheadCounts(order []int32) (ahead, higher []int) {
 			cands := s.classes[cls].cands
 			d = -1
 			for j, other := range sets {
-				if slices.Equal(other, cands) {
+				if sameFlavors(other, cands) {
 					d = j
 					break
 				}
