@@ -22,8 +22,11 @@ import (
 // snapshot is in exactly that state (Kueue admitted what the estimate
 // predicted, at the same Now, and nothing else changed), the rest of
 // each simulation would run as before, so the estimates are rebuilt from
-// the kept starts without simulating (Reused counts that). It is not
-// safe for concurrent use.
+// the kept starts without simulating (Reused counts that). Only a first
+// step without a preemption counts: after one, the victims are held back
+// until the end of that Schedule, so a new Schedule at the same instant
+// may act at once, which the continued simulation does only at its next
+// end. It is not safe for concurrent use.
 type Estimator struct {
 	seed maphash.Seed
 	key  uint64
