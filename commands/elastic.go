@@ -79,6 +79,9 @@ func (s *Service) switchTo(c *call, r records.Request, flavor string) {
 	t := s.set.Elastic.terms(flavor)
 	q, _ := s.queue(r.Team)
 	switch {
+	case !t.Elastic() && s.set.Elastic.terms(r.Flavor).Elastic() && slices.Contains(q.Flavors, flavor) && r.State == records.StateQueued:
+		s.switchBack(c, r, flavor)
+		return
 	case !t.Elastic():
 		refuse(fmt.Sprintf("%s is not a spot or provisioned flavor", flavor))
 		return
@@ -230,6 +233,44 @@ func (s *Service) doSwitch(c *call, r records.Request, o option, approvedBy stri
 		c.emit(s.dm(r.Requester, plain(fmt.Sprintf("Your request %s was switched to %s by %s: %s.", r.ID, o.terms.Flavor, c.who.Name, s.optionText(o)))))
 	}
 	c.private(plain(fmt.Sprintf("Switched %s to %s. Updates follow in its thread in %s.", r.ID, o.terms.Flavor, r.Channel)))
+}
+
+// switchBack moves queued r, on an elastic flavor, back to its team's
+// reserved flavor: after its provisioning was given up, or because its
+// owner would rather wait. Nothing is spent on it any more, and the
+// waiting it saved no longer counts.
+func (s *Service) switchBack(c *call, r records.Request, flavor string) {
+	before := r
+	e := elasticOf(r)
+	from := r.Flavor
+	e.From, e.At, e.By, e.Reserved, e.PendingSwitch = "", time.Time{}, "", nil, ""
+	e.Check, e.CheckMessage, e.Attempt, e.FailedTold, e.CheckSince, e.Asked = "", "", 0, 0, time.Time{}, time.Time{}
+	r.Elastic, r.Flavor = e, flavor
+	r.Estimate, r.KueueSaid = nil, ""
+	if err := s.putRequest(c, r); err != nil {
+		s.failed(c, "saving "+r.ID, err)
+		return
+	}
+	events, err := s.apply(c, Op{Kind: OpSwitch, ID: r.ID, Workload: s.workload(r)})
+	if err != nil {
+		if perr := s.putRequest(c, before); perr != nil {
+			s.log.Error("restoring a request after a failed switch", "request", r.ID, "err", perr)
+		}
+		s.audit(c, c.who.Name, string(VerbSwitch), r.ID, "error", err.Error())
+		s.failed(c, "switching "+r.ID+" back to "+flavor, err)
+		return
+	}
+	s.audit(c, c.who.Name, string(VerbSwitch), r.ID, "ok", fmt.Sprintf("from %s back to %s (reserved capacity)", from, flavor))
+	c.emit(thread(r.ID, plain(fmt.Sprintf("Switched back to %s (reserved capacity) by %s; it is queued there, and nothing more is spent on %s. A new estimate follows.", flavor, c.who.Name, from))))
+	s.observe(c, events, "")
+	if cur, err := s.getRequest(c, r.ID); err == nil {
+		r = cur
+	}
+	c.emit(s.updateCard(c, r))
+	if c.who.Name != r.Requester {
+		c.emit(s.dm(r.Requester, plain(fmt.Sprintf("Your request %s was switched back to %s (reserved capacity) by %s.", r.ID, flavor, c.who.Name))))
+	}
+	c.private(plain(fmt.Sprintf("Switched %s back to %s. Updates follow in its thread in %s.", r.ID, flavor, r.Channel)))
 }
 
 func elasticOf(r records.Request) *records.Elastic {
