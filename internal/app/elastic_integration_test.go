@@ -338,7 +338,7 @@ func TestElasticOnARealCluster(t *testing.T) {
 }
 
 // slackButton finds the button on m whose value names the request and arg.
-func slackButton(t *testing.T, m slackfake.Message, verb, value string) button {
+func slackButton(t testing.TB, m slackfake.Message, verb, value string) button {
 	t.Helper()
 	var blocks []struct {
 		BlockID  string `json:"block_id"`
