@@ -446,6 +446,36 @@ func (s *Service) evicted(r *records.Request, detail string, ran time.Duration) 
 		fmt.Sprintf("Your request %s was evicted (%s) and is queued again.", r.ID, detail)
 }
 
+// requeueDetail says why running r was requeued when gpubot noticed it
+// before the cluster's event came (reconciling): Kueue's Evicted word if
+// it has one ("Kueue evicted it (NodeFailures): …"), or, for spot work,
+// which of its nodes are gone from the cluster; "" when neither says.
+func (s *Service) requeueDetail(c *call, r records.Request) string {
+	if w, ok := s.kueueWord(c, r.ID); ok && w.Condition == "Evicted" {
+		return fmt.Sprintf("Kueue evicted it (%s): %s", w.Reason, strings.TrimRight(w.Message, "."))
+	}
+	if s.set.Elastic.terms(r.AdmittedFlavor).Capacity != CapacitySpot || len(r.Nodes) == 0 {
+		return ""
+	}
+	snap, err := s.snapshot(c)
+	if err != nil {
+		return ""
+	}
+	var gone []string
+	for _, n := range r.Nodes {
+		if !slices.Contains(gone, n) && !slices.ContainsFunc(snap.Cluster().Nodes, func(x allocator.Node) bool { return x.Name == n }) {
+			gone = append(gone, n)
+		}
+	}
+	switch len(gone) {
+	case 0:
+		return ""
+	case 1:
+		return "spot node " + gone[0] + " is gone from the cluster"
+	}
+	return "spot nodes " + strings.Join(gone, ", ") + " are gone from the cluster"
+}
+
 // elasticFields are the card's fields for a request on elastic capacity.
 func (s *Service) elasticFields(r records.Request) []Field {
 	t := s.set.Elastic.terms(r.Flavor)

@@ -95,6 +95,9 @@ type cluster struct {
 	*simcluster.Cluster
 	failApply     error // Apply fails with it, doing nothing
 	panicSnapshot bool
+	// hide leaves these workloads out of snapshots, as a cluster whose
+	// model cannot place them does.
+	hide []string
 	applied       []commands.Op
 }
 
@@ -102,7 +105,15 @@ func (c *cluster) Snapshot(ctx context.Context) (*allocator.Snapshot, error) {
 	if c.panicSnapshot {
 		panic("snapshot exploded")
 	}
-	return c.Cluster.Snapshot(ctx)
+	snap, err := c.Cluster.Snapshot(ctx)
+	if err != nil || len(c.hide) == 0 {
+		return snap, err
+	}
+	snap = snap.Clone()
+	for _, id := range c.hide {
+		_, _ = snap.Release(id)
+	}
+	return snap, nil
 }
 
 func (c *cluster) Apply(ctx context.Context, op commands.Op) ([]allocator.Event, error) {
