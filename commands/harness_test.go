@@ -97,8 +97,8 @@ type cluster struct {
 	panicSnapshot bool
 	// hide leaves these workloads out of snapshots, as a cluster whose
 	// model cannot place them does.
-	hide []string
-	applied       []commands.Op
+	hide    []string
+	applied []commands.Op
 }
 
 func (c *cluster) Snapshot(ctx context.Context) (*allocator.Snapshot, error) {
