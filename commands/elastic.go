@@ -322,6 +322,11 @@ func (s *Service) refreshChecks(c *call) {
 		if r.State == records.StateRunning && st.State == CheckReady && e.Check == CheckReady {
 			changed = false
 		}
+		if r.State == records.StateRunning && st.State == CheckPending {
+			// Kueue resets the checks of work it evicts after its
+			// admission: the eviction is told, not a new provisioning.
+			changed = false
+		}
 		if !changed && len(msgs) == 0 {
 			continue
 		}
@@ -365,6 +370,14 @@ func (s *Service) refreshChecks(c *call) {
 						back = fs[0]
 					}
 				}
+				if r.State == records.StateRunning || prev == CheckReady {
+					// After the admission: the autoscaler took the nodes
+					// back (CapacityRevoked), and Kueue stops the work.
+					why := cmp.Or(strings.TrimRight(st.Message, "."), "no reason given")
+					msgs = append(msgs, fmt.Sprintf("The cluster autoscaler took its %s nodes back after it started (capacity revoked: %s): Kueue stops it and keeps it out of the queue. /gpu switch %s %s queues it on reserved capacity, or cancel it.", r.Flavor, why, r.ID, back))
+					dms = append(dms, fmt.Sprintf("Your request %s lost its %s nodes: the cluster autoscaler took them back (%s), and Kueue stops it.", r.ID, r.Flavor, why))
+					break
+				}
 				why := cmp.Or(strings.TrimRight(st.Message, "."), "the admission check rejected it")
 				msgs = append(msgs, fmt.Sprintf("Provisioning was given up: %s. It will not start on %s; /gpu switch %s %s puts it back on reserved capacity, or cancel it.", why, r.Flavor, r.ID, back))
 				dms = append(dms, fmt.Sprintf("Your request %s will not start on %s: provisioning was given up (%s).", r.ID, r.Flavor, why))
@@ -388,10 +401,24 @@ func (s *Service) refreshChecks(c *call) {
 	}
 }
 
+// BookingExpired starts a CheckFailure's message when the attempt's
+// nodes were provisioned but their booking expired before Kueue admitted
+// the workload (the ProvisioningRequest's BookingExpired condition).
+const BookingExpired = "booking expired: "
+
 // failureWords tell a failed provisioning attempt, in the thread and to
 // the owner.
 func (s *Service) failureWords(r records.Request, attempt int, message string) (string, string) {
-	why := cmp.Or(strings.TrimRight(strings.TrimPrefix(message, "Retrying after failure: "), "."), "no reason given")
+	message = strings.TrimPrefix(message, "Retrying after failure: ")
+	if rest, ok := strings.CutPrefix(message, "Retrying after booking expired: "); ok {
+		message = BookingExpired + rest
+	}
+	if rest, ok := strings.CutPrefix(message, BookingExpired); ok {
+		why := cmp.Or(strings.TrimRight(rest, "."), "no reason given")
+		return fmt.Sprintf("Provisioning failed (attempt %d): its nodes were provisioned, but their booking expired before Kueue admitted it (%s). Kueue gives the quota back and tries again after a back-off; this thread says when.", attempt, why),
+			fmt.Sprintf("Provisioning of your request %s on %s failed (attempt %d): the nodes' booking expired before it was admitted (%s). Kueue retries on its own.", r.ID, r.Flavor, attempt, why)
+	}
+	why := cmp.Or(strings.TrimRight(message, "."), "no reason given")
 	return fmt.Sprintf("Provisioning failed (attempt %d): %s. Kueue gives the quota back and tries again after a back-off; this thread says when.", attempt, why),
 		fmt.Sprintf("Provisioning of your request %s on %s failed (attempt %d): %s. Kueue retries on its own.", r.ID, r.Flavor, attempt, why)
 }
