@@ -105,7 +105,7 @@ type Bridge struct {
 	// whose capacity was revoked, by the UID of the Workload that owns it
 	// (Kueue then clears the Workload's checks as it deactivates it).
 	prRevoked map[string]string
-	dyn        dynamic.Interface
+	dyn       dynamic.Interface
 	// mgr is Kueue's manager Configuration as last read; logged holds
 	// the findings already logged (logFindings).
 	mgr     managerConfig
