@@ -196,3 +196,53 @@ func BenchmarkFit(b *testing.B) {
 		i++
 	}
 }
+
+var (
+	fifoOnce sync.Once
+	fifoSnap *Snapshot
+)
+
+// benchFIFO is the benchmark cluster in BestEffortFIFO mode, Kueue's
+// (one head per queue a cycle), as a real cluster is modelled.
+func benchFIFO(b *testing.B) *Snapshot {
+	b.Helper()
+	s := benchSnapshot(b)
+	fifoOnce.Do(func() {
+		c := *s.Cluster()
+		c.Policy = Policy{Mode: BestEffortFIFO}
+		fifoSnap, benchErr = NewSnapshot(&c, s.Now(), s.Workloads(), s.Usage())
+	})
+	if benchErr != nil {
+		b.Fatal(benchErr)
+	}
+	return fifoSnap
+}
+
+func BenchmarkEstimates10kPending2kNodesFIFO(b *testing.B) {
+	s := benchFIFO(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		Estimates(s, EstimateOptions{})
+	}
+}
+
+func BenchmarkScheduleFIFO(b *testing.B) {
+	s := benchFIFO(b)
+	var running []string
+	for _, w := range s.Workloads() {
+		if w.Admission != nil {
+			running = append(running, w.ID)
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		b.StopTimer()
+		c := s.Clone()
+		for _, id := range running[:50] {
+			c.Release(id)
+		}
+		b.StartTimer()
+		c.Schedule()
+	}
+}

@@ -92,6 +92,10 @@ func (e *Estimator) fingerprint(s *Snapshot, opts EstimateOptions) uint64 {
 		wh.Write(buf[:])
 		binary.LittleEndian.PutUint64(buf[:], uint64(w.Topology))
 		wh.Write(buf[:])
+		binary.LittleEndian.PutUint64(buf[:], uint64(w.CPU))
+		wh.Write(buf[:])
+		binary.LittleEndian.PutUint64(buf[:], uint64(w.Memory))
+		wh.Write(buf[:])
 		wh.WriteString(w.ID)
 		wh.WriteByte(0)
 		wh.WriteString(w.Queue)
@@ -155,6 +159,8 @@ func hashCluster(h *maphash.Hash, c *Cluster, u64 func(uint64), str func(string)
 		u64(uint64(n.GPUs))
 		str(n.Block)
 		str(n.Rack)
+		u64(uint64(n.CPU))
+		u64(uint64(n.Memory))
 	}
 	limit := func(p *int) {
 		if p == nil {
@@ -163,6 +169,37 @@ func hashCluster(h *maphash.Hash, c *Cluster, u64 func(uint64), str func(string)
 		}
 		u64(uint64(*p))
 	}
+	limit64 := func(p *int64) {
+		if p == nil {
+			u64(math.MaxUint64)
+			return
+		}
+		u64(uint64(*p))
+	}
+	quotas := func(m map[string]Quota) {
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		u64(uint64(len(keys)))
+		for _, k := range keys {
+			qu := m[k]
+			str(k)
+			u64(uint64(qu.Nominal))
+			limit(qu.BorrowingLimit)
+			limit(qu.LendingLimit)
+			for _, rq := range []*ResourceQuota{qu.CPU, qu.Memory} {
+				if rq == nil {
+					u64(math.MaxUint64)
+					continue
+				}
+				u64(uint64(rq.Nominal))
+				limit64(rq.BorrowingLimit)
+				limit64(rq.LendingLimit)
+			}
+		}
+	}
 	u64(uint64(len(c.Queues)))
 	for _, q := range c.Queues {
 		str(q.Name)
@@ -170,24 +207,37 @@ func hashCluster(h *maphash.Hash, c *Cluster, u64 func(uint64), str func(string)
 		f64(q.Weight)
 		str(q.Preemption.WithinClusterQueue)
 		str(q.Preemption.ReclaimWithinCohort)
+		str(q.Preemption.BorrowWithinCohort)
+		if m := q.Preemption.BorrowWithinCohortMaxPriority; m != nil {
+			u64(uint64(*m))
+		} else {
+			u64(math.MaxUint64)
+		}
+		str(q.FlavorFungibility.WhenCanBorrow)
+		str(q.FlavorFungibility.WhenCanPreempt)
+		str(q.FlavorFungibility.Preference)
 		u64(uint64(len(q.Flavors)))
 		for _, f := range q.Flavors {
 			str(f)
 		}
-		keys := make([]string, 0, len(q.Quotas))
-		for k := range q.Quotas {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
-			qu := q.Quotas[k]
-			str(k)
-			u64(uint64(qu.Nominal))
-			limit(qu.BorrowingLimit)
-			limit(qu.LendingLimit)
-		}
+		quotas(q.Quotas)
+	}
+	u64(uint64(len(c.Cohorts)))
+	for _, co := range c.Cohorts {
+		str(co.Name)
+		str(co.Parent)
+		f64(co.Weight)
+		quotas(co.Quotas)
 	}
 	p := c.Policy
+	if fs := p.FairSharing; fs != nil {
+		u64(uint64(len(fs.PreemptionStrategies)) + 1)
+		for _, st := range fs.PreemptionStrategies {
+			str(st)
+		}
+	} else {
+		u64(0)
+	}
 	str(string(p.Mode))
 	u64(uint64(p.HalfLife))
 	u64(uint64(p.EntryPenalty))

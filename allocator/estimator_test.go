@@ -18,7 +18,7 @@ func TestPropertyEstimator(t *testing.T) {
 	for seed := range uint64(propertyCases / 6) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(seed, 12))
-			s, _ := randomState(t, r)
+			s, _ := randomStateKind(t, r, seed%2 == 1)
 			opts := EstimateOptions{Horizon: 72 * time.Hour, Factors: map[string]Range{"q0": {Low: 0.2, High: 1.5}},
 				Arrivals: []ArrivalRate{{Queue: "q1", Priority: 2, GPUs: float64(r.IntN(8))}, {Queue: "q0", Priority: 1, GPUs: float64(r.IntN(8))}}}
 			est := NewEstimator()

@@ -17,7 +17,10 @@ import (
 // Kubernetes API call (persist, then act); and, for what a read audits,
 // at its end. Until then the call reads its own writes. A durable output
 // comes back with Output.Seq, its place in the outbox, and stays there
-// until the chat platform confirmed it (see package bot).
+// until the chat platform confirmed it (see package bot). With
+// SetEarlyDelivery, what was committed before an API call is also sent
+// then, so that it reaches chat before what the cluster does in
+// consequence.
 
 // Committer makes a call's writes durable together, with its outbox
 // messages, and returns the messages' sequence numbers. *store.DB
@@ -296,7 +299,7 @@ func (s *Service) commitOrSay(c *call) {
 		} else {
 			c.outs = nil
 		}
-		c.committed = len(c.outs)
+		c.committed, c.sent = len(c.outs), 0
 	}
 }
 

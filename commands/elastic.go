@@ -201,11 +201,20 @@ func (s *Service) doSwitch(c *call, r records.Request, o option, approvedBy stri
 		s.failed(c, "saving "+r.ID, err)
 		return
 	}
+	// The thread says so before the cluster acts: on a real cluster the
+	// call leaves the write section for the API call, and Kueue may admit
+	// the moved workload (and the watch tell the thread) before it is back.
+	msg := fmt.Sprintf("Switched to %s (%s) by %s: %s.", o.terms.Flavor, capacityWords(o.terms), c.who.Name, s.optionText(o))
+	if o.terms.Capacity == CapacitySpot {
+		msg += " If its spot nodes are reclaimed it is requeued on " + o.terms.Flavor + " and told here."
+	}
+	c.emit(thread(r.ID, plain(msg)))
 	events, err := s.apply(c, Op{Kind: OpSwitch, ID: r.ID, Workload: s.workload(r)})
 	if err != nil {
 		if perr := s.putRequest(c, before); perr != nil {
 			s.log.Error("restoring a request after a failed switch", "request", r.ID, "err", perr)
 		}
+		c.emit(thread(r.ID, plain(fmt.Sprintf("The switch to %s failed on gpubot's side (%s); %s stays as it was.", o.terms.Flavor, plainError(err), r.ID))))
 		s.audit(c, c.who.Name, string(VerbSwitch), r.ID, "error", err.Error())
 		s.failed(c, "switching "+r.ID+" to "+o.terms.Flavor, err)
 		return
@@ -215,11 +224,6 @@ func (s *Service) doSwitch(c *call, r records.Request, o option, approvedBy stri
 		detail += "; approved by " + approvedBy
 	}
 	s.audit(c, c.who.Name, string(VerbSwitch), r.ID, "ok", detail)
-	msg := fmt.Sprintf("Switched to %s (%s) by %s: %s.", o.terms.Flavor, capacityWords(o.terms), c.who.Name, s.optionText(o))
-	if o.terms.Capacity == CapacitySpot {
-		msg += " If its spot nodes are reclaimed it is requeued on " + o.terms.Flavor + " and told here."
-	}
-	c.emit(thread(r.ID, plain(msg)))
 	s.observe(c, events, "")
 	mark := len(c.outs)
 	s.refreshChecks(c)
@@ -251,17 +255,19 @@ func (s *Service) switchBack(c *call, r records.Request, flavor string) {
 		s.failed(c, "saving "+r.ID, err)
 		return
 	}
+	// Told before the cluster acts, as doSwitch does.
+	c.emit(thread(r.ID, plain(fmt.Sprintf("Switched back to %s (reserved capacity) by %s; it is queued there, and nothing more is spent on %s. A new estimate follows.", flavor, c.who.Name, from))))
 	events, err := s.apply(c, Op{Kind: OpSwitch, ID: r.ID, Workload: s.workload(r)})
 	if err != nil {
 		if perr := s.putRequest(c, before); perr != nil {
 			s.log.Error("restoring a request after a failed switch", "request", r.ID, "err", perr)
 		}
+		c.emit(thread(r.ID, plain(fmt.Sprintf("The switch back to %s failed on gpubot's side (%s); %s stays as it was.", flavor, plainError(err), r.ID))))
 		s.audit(c, c.who.Name, string(VerbSwitch), r.ID, "error", err.Error())
 		s.failed(c, "switching "+r.ID+" back to "+flavor, err)
 		return
 	}
 	s.audit(c, c.who.Name, string(VerbSwitch), r.ID, "ok", fmt.Sprintf("from %s back to %s (reserved capacity)", from, flavor))
-	c.emit(thread(r.ID, plain(fmt.Sprintf("Switched back to %s (reserved capacity) by %s; it is queued there, and nothing more is spent on %s. A new estimate follows.", flavor, c.who.Name, from))))
 	s.observe(c, events, "")
 	if cur, err := s.getRequest(c, r.ID); err == nil {
 		r = cur

@@ -1,7 +1,10 @@
 package commands_test
 
 import (
+	"context"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -285,4 +288,60 @@ func TestElasticOptionBlockedBeforeItsStart(t *testing.T) {
 	if !strings.Contains(got, "h100-spot (spot): may be reclaimed") || !strings.Contains(got, "not available: more than nlp may use of h100-spot even with borrowing") {
 		t.Errorf("want h100-spot listed as not available, without a start:\n%s", got)
 	}
+}
+
+// A switch the cluster refuses leaves the request as it was, and its
+// thread, which was told of the switch before the cluster acted, is told
+// it failed.
+func TestElasticSwitchThatFails(t *testing.T) {
+	e := newElasticEnv(t)
+	e.do("alice", "/gpu request 8xh100 for 2h")
+	e.cluster.failApply = errTimeout
+	outs := e.press("alice", commands.VerbSwitch, "r2", "spot")
+	e.cluster.failApply = nil
+	check(t, outs,
+		want{"thread r2", "Switched to spot (spot) by alice"},
+		want{"thread r2", "The switch to spot failed on gpubot's side"},
+		want{"sender", "switching r2 to spot failed on gpubot's side"},
+	)
+	if r := e.req("r2"); r.State != records.StateQueued || r.Flavor == "spot" || r.Elastic != nil && r.Elastic.By != "" {
+		t.Errorf("after a failed switch r2 = %+v, elastic %+v; want it pending as before", r, r.Elastic)
+	}
+}
+
+// On a real cluster (a plain Cluster, whose API calls the service makes
+// outside its write section) the thread is told of a switch before the
+// cluster is asked to make it, through SetEarlyDelivery, so that Kueue's
+// admission, which the watch tells, cannot come first; and it is told
+// once: Handle does not return what was sent early.
+func TestSwitchIsToldBeforeTheClusterActs(t *testing.T) {
+	api := newAPICluster(gateOn(commands.OpSwitch, "r2"))
+	e := newEnv(t, parse(t, elasticSmall), withElastic(elasticSim), withAPI(api))
+	e.do("bob", "/gpu request 16xh100 for 6h")
+	e.do("alice", "/gpu request 8xh100 for 2h")
+	var mu sync.Mutex
+	var early []commands.Output
+	e.svc.SetEarlyDelivery(func(_ context.Context, outs []commands.Output) {
+		mu.Lock()
+		defer mu.Unlock()
+		early = append(early, outs...)
+	})
+	done := async(t, func() []commands.Output {
+		return e.svc.Handle(e.ctx, commands.Input{User: "alice", Action: &commands.Action{Name: commands.VerbSwitch, Request: "r2", Arg: "spot"}})
+	})
+	<-api.entered
+	mu.Lock()
+	check(t, early, want{"thread r2", "Switched to spot (spot) by alice"})
+	for _, o := range early {
+		if o.Seq == 0 {
+			t.Errorf("an output sent early is not in the outbox: %+v", o)
+		}
+	}
+	mu.Unlock()
+	close(api.release)
+	outs := done()
+	if got := said(outs, "thread r2"); slices.ContainsFunc(got, func(r commands.Reply) bool { return strings.Contains(r.Text, "Switched to spot") }) {
+		t.Errorf("Handle returned the switch's thread post again after sending it early: %v", got)
+	}
+	check(t, outs, want{"sender", "Switched r2 to spot."})
 }

@@ -80,6 +80,9 @@ type Service struct {
 	stepper Stepper // the cluster, when it is one (simulated)
 	// provisioning is optional; nil: provisioning checks are not followed.
 	provisioning Provisioning
+	// early, if set, sends what a call committed before it makes a
+	// Kubernetes API call (SetEarlyDelivery).
+	early atomic.Pointer[func(context.Context, []Output)]
 
 	// Set once by NewService, then only read.
 	vocab   Vocabulary
@@ -248,6 +251,7 @@ type call struct {
 	// outputs already in the outbox (or not to be kept).
 	w         pending
 	committed int
+	sent      int  // outputs already sent before an API call (apply)
 	handled   bool // the input's delivery left the inbox with a commit
 }
 
@@ -263,7 +267,20 @@ func (s *Service) Handle(ctx context.Context, in Input) []Output {
 		c.private(plain("Done."))
 	}
 	s.flush(c)
-	return c.outs
+	return c.outs[c.sent:]
+}
+
+// SetEarlyDelivery makes a call send what it has decided and committed so
+// far with deliver before it makes a Kubernetes API call, and return only
+// the rest from Handle. Without it (the default) everything is returned:
+// then what the cluster does in consequence of the call (Kueue admits the
+// workload at once, and the watch tells the thread) can reach chat before
+// the call's own words ("Switched to spot by alice"). deliver must send in
+// order and may block; it is called outside the write section. Set it once
+// the runtime that delivers exists (the runtime is built after the
+// service); it is safe to set while calls run.
+func (s *Service) SetEarlyDelivery(deliver func(context.Context, []Output)) {
+	s.early.Store(&deliver)
 }
 
 // dispatch runs the verb, after the middleware (see middleware.go).
@@ -367,6 +384,10 @@ func (s *Service) apply(c *call, op Op) ([]allocator.Event, error) {
 		}
 		s.wmu.Unlock()
 		defer s.wmu.Lock()
+		if d := s.early.Load(); d != nil && s.deps.Commit != nil && c.committed > c.sent {
+			(*d)(c.ctx, c.outs[c.sent:c.committed])
+			c.sent = c.committed
+		}
 	}
 	events, err := s.deps.Cluster.Apply(c.ctx, op)
 	c.kueue, c.snap = nil, nil

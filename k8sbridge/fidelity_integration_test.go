@@ -413,7 +413,8 @@ func (f *fidelity) outcome(mark int, deactivated string) string {
 // kueueState is what Kueue says of id now: the flavor it is admitted on,
 // "reserved:<flavor>" (quota reserved, admission checks pending),
 // "waiting" (decided: no quota reserved), "deciding" (not looked at yet,
-// or being evicted, or waiting for its victims), or "gone".
+// or being evicted, or waiting for its victims, or made active again
+// and not queued yet), or "gone".
 func (f *fidelity) kueueState(id string) string {
 	wl := f.workloadOf(id)
 	if wl == nil {
@@ -427,6 +428,8 @@ func (f *fidelity) kueueState(id string) string {
 	switch {
 	case wl.Spec.Active != nil && !*wl.Spec.Active && (qr == nil || qr.Status == metav1.ConditionFalse):
 		return "inactive"
+	case reactivating(wl):
+		return "deciding"
 	case qr == nil:
 		return "unseen"
 	case qr.Status == metav1.ConditionTrue && apimeta.IsStatusConditionTrue(conds, kueue.WorkloadEvicted):
@@ -441,6 +444,25 @@ func (f *fidelity) kueueState(id string) string {
 		return "deciding"
 	}
 	return "waiting"
+}
+
+// reactivating reports a Workload made active again that Kueue has not
+// yet queued: its eviction left Requeued=False, reason Deactivated (set
+// by pkg/controller/jobframework/reconciler.go when it clears the
+// deactivated Job's admission), until
+// the workload controller's Reconcile sets Requeued=True, reason
+// Reactivated (pkg/controller/core/workload_controller.go, "case
+// kueue.WorkloadDeactivated"). Until then it is no candidate at all:
+// ClusterQueue.backoffWaitingTimeExpired (pkg/cache/queue/cluster_queue.go)
+// is false for Requeued=False, so PushOrUpdate keeps it among the
+// inadmissible workloads and queueInadmissibleWorkloads
+// (inadmissible_workloads.go) leaves it there when room frees; a request
+// behind it would take that room. Its QuotaReserved=False from before
+// the deactivation would otherwise read as decided.
+func reactivating(wl *kueue.Workload) bool {
+	rq := apimeta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadRequeued)
+	return (wl.Spec.Active == nil || *wl.Spec.Active) && rq != nil &&
+		rq.Status == metav1.ConditionFalse && rq.Reason == kueue.WorkloadDeactivated
 }
 
 // workloadOf is the newest Workload of request id's Job.

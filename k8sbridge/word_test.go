@@ -172,12 +172,14 @@ waitForPodsReady:
   blockAdmission: true
 integrations:
   frameworks: ["pod"]
+resources:
+  excludeResourcePrefixes: ["mem", "example.com/"]
 `))
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := managerConfig{fairSharing: true, fsStrategies: []string{"LessThanOrEqualToFinalShare"}, afs: true, afsHalfLife: 168 * time.Hour,
-		podsReady: true, blockAdmit: true, readyTimeout: 5 * time.Minute, frameworksJob: false}
+		podsReady: true, blockAdmit: true, readyTimeout: 5 * time.Minute, frameworksJob: false, ignoreMemory: true}
 	if diff := cmp.Diff(want, mc, cmp.AllowUnexported(managerConfig{})); diff != "" {
 		t.Errorf("parsed (-want +got):\n%s", diff)
 	}

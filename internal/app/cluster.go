@@ -176,6 +176,8 @@ func runOnCluster(ctx context.Context, o Options, cfg *config.Config, db *store.
 		rtOpts = append(rtOpts, bot.WithInbox(inbox, dedupeTTL, clk), bot.WithHandledLog(db))
 	}
 	rt := bot.New(handler, sender, rtOpts...)
+	// What a call decided reaches chat before what Kueue does about it.
+	svc.SetEarlyDelivery(rt.DeliverNow)
 	if err := rt.Replay(ctx); err != nil {
 		return err
 	}

@@ -27,6 +27,7 @@ func setupSpec(cfg *config.Config, source string) k8sbridge.SetupSpec {
 		Source: source, GPUResource: k.GPUResource, AcceleratorLabel: k.AcceleratorLabel,
 		TopologyLevels: []string{or(k.BlockLabel, "cloud.google.com/gce-topology-block"), or(k.RackLabel, "cloud.google.com/gce-topology-subblock"), or(k.HostLabel, "kubernetes.io/hostname")},
 		FairSharing:    cl.Policy.Mode == "AdmissionFairSharing",
+		Cohorts:        cl.Cohorts, KueueFairSharing: cl.Policy.FairSharing,
 	}
 	labels := k.FlavorLabels()
 	terms := map[string]commands.FlavorTerms{}

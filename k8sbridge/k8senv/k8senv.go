@@ -7,6 +7,12 @@
 //
 // Every process it starts is stopped by Env.Stop, which waits for each to
 // exit.
+//
+// To see what Kueue decides and why (its scheduling cycles, the moves
+// between a ClusterQueue's heap and its inadmissible workloads), set
+// GPUBOT_KUEUE_LOG_LEVEL to a zap level (5 is the most verbose Kueue
+// uses): Kueue logs at that level, and a temporary directory is kept,
+// its path printed, so that kueue.log can be read after the tests.
 package k8senv
 
 import (
@@ -44,6 +50,10 @@ import (
 // that needs the cached binaries.
 const SkipEnv = "GPUBOT_SKIP_K8S"
 
+// LogLevelEnv is the environment variable that sets Kueue's log level
+// (--zap-log-level) and keeps the logs (see the package doc).
+const LogLevelEnv = "GPUBOT_KUEUE_LOG_LEVEL"
+
 // Skipped reports whether integration tests should be skipped.
 func Skipped() bool { return os.Getenv(SkipEnv) == "1" }
 
@@ -57,6 +67,10 @@ type Options struct {
 	Dir string
 	// Log receives the processes' output; nil writes to files in Dir.
 	Log io.Writer
+	// ManagerConfig overrides top-level keys of the shipped Kueue
+	// manager Configuration (deploy/kueue/manager-config.yaml), such as
+	// fairSharing; the ConfigMap gpubot reads holds the result too.
+	ManagerConfig map[string]any
 }
 
 // Env is a running control plane.
@@ -178,16 +192,25 @@ func (e *Env) startKueue(ctx context.Context, o Options) error {
 		}
 	}
 	health, webhook := freePort(), freePort()
-	cfg, shipped, err := managerConfig(map[string]any{
+	local := map[string]any{
 		"namespace":              "kueue-system",
 		"health":                 map[string]any{"healthProbeBindAddress": fmt.Sprintf("127.0.0.1:%d", health)},
 		"metrics":                map[string]any{"bindAddress": "0"},
 		"webhook":                map[string]any{"host": "127.0.0.1", "port": webhook, "certDir": certDir},
 		"leaderElection":         map[string]any{"leaderElect": false},
 		"internalCertManagement": map[string]any{"enable": false},
-	})
+	}
+	for k, v := range o.ManagerConfig {
+		local[k] = v
+	}
+	cfg, shipped, err := managerConfig(local)
 	if err != nil {
 		return err
+	}
+	if len(o.ManagerConfig) > 0 {
+		if shipped, err = withKeys(shipped, o.ManagerConfig); err != nil {
+			return err
+		}
 	}
 	if err := e.publishManagerConfig(ctx, shipped); err != nil {
 		return err
@@ -196,8 +219,11 @@ func (e *Env) startKueue(ctx context.Context, o Options) error {
 	if err := os.WriteFile(path, cfg, 0o600); err != nil {
 		return err
 	}
-	if err := e.run(o, "kueue", filepath.Join(e.Assets, "bin", "kueue"),
-		"--config", path, "--kubeconfig", e.Kubeconfig, "--feature-gates", "VisibilityOnDemand=false"); err != nil {
+	args := []string{"--config", path, "--kubeconfig", e.Kubeconfig, "--feature-gates", "VisibilityOnDemand=false"}
+	if level := os.Getenv(LogLevelEnv); level != "" {
+		args = append(args, "--zap-log-level="+level)
+	}
+	if err := e.run(o, "kueue", filepath.Join(e.Assets, "bin", "kueue"), args...); err != nil {
 		return err
 	}
 	url := fmt.Sprintf("http://127.0.0.1:%d/readyz", health)
@@ -301,7 +327,10 @@ func (e *Env) Stop() error {
 			errs = append(errs, err)
 		}
 	}
-	if e.tempDir {
+	switch {
+	case e.tempDir && os.Getenv(LogLevelEnv) != "":
+		fmt.Fprintf(os.Stderr, "k8senv: logs kept in %s (%s is set)\n", e.Dir, LogLevelEnv)
+	case e.tempDir:
 		_ = os.RemoveAll(e.Dir)
 	}
 	return errors.Join(errs...)
@@ -374,6 +403,18 @@ func managerConfig(local map[string]any) (cfg, shipped []byte, err error) {
 	}
 	cfg, err = yaml.Marshal(m)
 	return cfg, shipped, err
+}
+
+// withKeys is the Configuration data with top-level keys replaced.
+func withKeys(data []byte, keys map[string]any) ([]byte, error) {
+	var m map[string]any
+	if err := yaml.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("parsing %s: %w", ManagerConfigFile, err)
+	}
+	for k, v := range keys {
+		m[k] = v
+	}
+	return yaml.Marshal(m)
 }
 
 // publishManagerConfig stores Kueue's Configuration where a Kueue install
