@@ -302,7 +302,7 @@ func TestElasticOnARealCluster(t *testing.T) {
 	k.say(":click Switch to h100-spot r2")
 	// Kueue admits the switched Job while the switch's API call returns:
 	// the watch may tell the admission first.
-	at = k.waitAll(at, "Switched to h100-spot (spot) by alice", "Admitted")
+	at = k.wait(at, "Switched to h100-spot (spot) by alice", "Admitted")
 	if nodes := c.podNodes("nlp", "r2", "spot-"); len(nodes) != 1 {
 		t.Errorf("r2 runs on %v, want the one spot node", nodes)
 	}
@@ -326,7 +326,7 @@ func TestElasticOnARealCluster(t *testing.T) {
 	k.say("/gpu request 16xh100 for 2h")
 	at = k.wait(at, "r3 queued", "h100-dws (provisioned)")
 	k.say("/gpu switch r3 h100-dws")
-	at = k.waitAll(at, "Switched to h100-dws (provisioned) by bob", "Kueue asked the cluster autoscaler for 2 nodes of h100-dws (admission check dws-h100)")
+	at = k.wait(at, "Switched to h100-dws (provisioned) by bob", "Kueue asked the cluster autoscaler for 2 nodes of h100-dws (admission check dws-h100)")
 	pr := c.provisioningRequest("nlp", 1, "r3")
 	c.setCondition(pr, "Failed", "OutOfResources", "no H100 capacity in the zone")
 	at = k.wait(at, "Provisioning failed (attempt 1): no H100 capacity in the zone")
@@ -354,7 +354,7 @@ func TestElasticOnARealCluster(t *testing.T) {
 	k.say("/gpu request 8xh100 for 1h")
 	at = k.wait(at, "r4 queued", "h100-dws (provisioned)")
 	k.say("/gpu switch r4 h100-dws")
-	at = k.waitAll(at, "Switched to h100-dws (provisioned) by bob", "Kueue asked the cluster autoscaler for 1 node of h100-dws")
+	at = k.wait(at, "Switched to h100-dws (provisioned) by bob", "Kueue asked the cluster autoscaler for 1 node of h100-dws")
 	pr = c.provisioningRequest("nlp", 1, "r4")
 	c.setCondition(pr, "BookingExpired", "BookingExpired", "the nodes were not used within 10 minutes")
 	at = k.wait(at, "Provisioning failed (attempt 1): its nodes were provisioned, but their booking expired before Kueue admitted it (the nodes were not used within 10 minutes)")
@@ -437,8 +437,7 @@ func TestElasticOnSlackOnARealCluster(t *testing.T) {
 	}
 	// Kueue admits the switched Job while the switch's API call returns:
 	// the watch may tell the admission first.
-	b.threadHas(card, "Switched to h100-spot (spot) by grace")
-	b.threadHas(card, "Admitted")
+	b.threadHas(card, "Switched to h100-spot (spot) by grace", "Admitted")
 	b.ephemeral("U0GRACE", "Switched r2 to h100-spot.")
 	nodes := c.podNodes("speech", "r2", "spot-")
 	if len(nodes) != 1 {
