@@ -300,8 +300,9 @@ func TestElasticOnARealCluster(t *testing.T) {
 		"h100-dws (provisioned): in about 20m (assumed: no provisioning seen yet), ≈ $86 (16 GPU-hours), runs at most 7d",
 		"[", "] Switch to h100-spot")
 	k.say(":click Switch to h100-spot r2")
-	// Kueue admits the switched Job while the switch's API call returns:
-	// the watch may tell the admission first.
+	// Kueue admits the switched Job while the switch's API call returns;
+	// the switch's words were sent before the call (SetEarlyDelivery), so
+	// they come first.
 	at = k.wait(at, "Switched to h100-spot (spot) by alice", "Admitted")
 	if nodes := c.podNodes("nlp", "r2", "spot-"); len(nodes) != 1 {
 		t.Errorf("r2 runs on %v, want the one spot node", nodes)
@@ -435,8 +436,9 @@ func TestElasticOnSlackOnARealCluster(t *testing.T) {
 	if _, err := fake.WaitAck(waitCtx(t), env); err != nil {
 		t.Fatal(err)
 	}
-	// Kueue admits the switched Job while the switch's API call returns:
-	// the watch may tell the admission first.
+	// Kueue admits the switched Job while the switch's API call returns;
+	// the switch's words were sent before the call (SetEarlyDelivery), so
+	// they come first.
 	b.threadHas(card, "Switched to h100-spot (spot) by grace", "Admitted")
 	b.ephemeral("U0GRACE", "Switched r2 to h100-spot.")
 	nodes := c.podNodes("speech", "r2", "spot-")
