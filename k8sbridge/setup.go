@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/gpubot/gpubot/allocator"
+	"github.com/gpubot/gpubot/commands"
 )
 
 // SetupSpec is what `gpubot kueue-setup` needs of gpubot's configuration
@@ -61,6 +62,9 @@ type SetupProvisioning struct {
 	// Class is the ProvisioningRequest class ("" is GKE's Dynamic
 	// Workload Scheduler, queued-provisioning.gke.io).
 	Class string
+	// Retry is the ProvisioningRequestConfig's retryStrategy; the zero
+	// value is Kueue's default.
+	Retry commands.ProvisioningRetry
 }
 
 // ProvisioningClassDWS is GKE's Dynamic Workload Scheduler's
@@ -162,7 +166,11 @@ func Setup(spec SetupSpec) []byte {
 			p("spec:")
 			p("  provisioningClassName: %s", cmpOr(pr.Class, ProvisioningClassDWS))
 			p("  managedResources: [%s]", yamlStr(gpu))
-			p("  retryStrategy: {backoffLimitCount: 3, backoffBaseSeconds: 60, backoffMaxSeconds: 1800}")
+			r := pr.Retry
+			if r == (commands.ProvisioningRetry{}) {
+				r = commands.DefaultProvisioningRetry
+			}
+			p("  retryStrategy: {backoffLimitCount: %d, backoffBaseSeconds: %d, backoffMaxSeconds: %d}", r.Limit, int(r.Backoff.Seconds()), int(r.MaxBackoff.Seconds()))
 			p("---")
 			p("apiVersion: kueue.x-k8s.io/v1beta2")
 			p("kind: AdmissionCheck")

@@ -95,8 +95,18 @@ func (v *view) snapshot(now time.Time) (*allocator.Snapshot, error) {
 			continue
 		}
 		w.Flavor, w.Topology = "", allocator.LevelNone
-		if _, err := s.Add(w); err != nil {
+		if _, err := s.Add(w); err == nil {
+			continue
+		}
+		// Its admission cannot be modelled (nodes that went away, a
+		// reservation the model has no room for): as pending, the work is
+		// still there, so that gpubot does not think it vanished.
+		a := w.Admission
+		w.Admission = nil
+		if _, err := s.Add(w); err != nil || a == nil {
 			v.warnings = append(v.warnings, fmt.Sprintf("workload %s left out of the model: %v", w.ID, err))
+		} else {
+			v.warnings = append(v.warnings, fmt.Sprintf("workload %s modelled as pending: its admission on %s does not fit the model", w.ID, a.Flavor))
 		}
 	}
 	return s, nil

@@ -41,7 +41,7 @@ func setupSpec(cfg *config.Config, source string) k8sbridge.SetupSpec {
 			sf.Spot = true
 		case commands.CapacityProvisioned:
 			sf.Provisioned = true
-			sf.Provisioning = &k8sbridge.SetupProvisioning{AdmissionCheck: t.AdmissionCheck, Config: t.ProvisioningRequestConfig}
+			sf.Provisioning = &k8sbridge.SetupProvisioning{AdmissionCheck: t.AdmissionCheck, Config: t.ProvisioningRequestConfig, Retry: t.Retry}
 		}
 		spec.Flavors = append(spec.Flavors, sf)
 	}
