@@ -196,3 +196,124 @@ func BenchmarkFit(b *testing.B) {
 		i++
 	}
 }
+
+var (
+	fifoOnce sync.Once
+	fifoSnap *Snapshot
+)
+
+// benchFIFO is the benchmark cluster in BestEffortFIFO mode, Kueue's
+// (one head per queue a cycle), as a real cluster is modelled.
+func benchFIFO(b *testing.B) *Snapshot {
+	b.Helper()
+	s := benchSnapshot(b)
+	fifoOnce.Do(func() {
+		c := *s.Cluster()
+		c.Policy = Policy{Mode: BestEffortFIFO}
+		fifoSnap, benchErr = NewSnapshot(&c, s.Now(), s.Workloads(), s.Usage())
+	})
+	if benchErr != nil {
+		b.Fatal(benchErr)
+	}
+	return fifoSnap
+}
+
+func BenchmarkEstimates10kPending2kNodesFIFO(b *testing.B) {
+	s := benchFIFO(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		Estimates(s, EstimateOptions{})
+	}
+}
+
+func BenchmarkScheduleFIFO(b *testing.B) {
+	s := benchFIFO(b)
+	var running []string
+	for _, w := range s.Workloads() {
+		if w.Admission != nil {
+			running = append(running, w.ID)
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		b.StopTimer()
+		c := s.Clone()
+		for _, id := range running[:50] {
+			c.Release(id)
+		}
+		b.StartTimer()
+		c.Schedule()
+	}
+}
+
+// BenchmarkEstimatorAfterAdmission: the estimates of the benchmark
+// cluster after Kueue admitted what they predicted for Now, from an
+// Estimator that computed the state before, on a fresh snapshot as the
+// command service builds one per change: the fingerprint, the pending
+// order, the counts ahead and the reasons, no simulation. The state
+// before: the benchmark's with the oldest running workloads finished,
+// as many as leave room for admissions without a preemption (an
+// Estimator does not reuse a first step that preempts).
+func BenchmarkEstimatorAfterAdmission(b *testing.B) {
+	s := benchSnapshot(b)
+	// Runtimes of at least the requested time: no running workload is
+	// overdue at Now in either simulation (an overdue one ends at Now in
+	// the simulation but still runs in the cluster, and the states
+	// differ).
+	f := map[string]Range{}
+	for _, q := range s.Cluster().Queues {
+		f[q.Name] = Range{Low: 1, High: 1.5}
+	}
+	opts := EstimateOptions{Factors: f}
+	// From the state its first step reaches (preemptions at Now done).
+	base := s.Clone()
+	base.Schedule()
+	var before, after *Snapshot
+	admitted := 0
+	for n := 1; n <= 64 && after == nil; n++ {
+		c := base.Clone()
+		i := 0
+		for _, w := range c.Workloads() {
+			if w.Admission != nil && i < n {
+				c.Release(w.ID)
+				i++
+			}
+		}
+		bs, err := NewSnapshot(c.Cluster(), c.Now(), c.Workloads(), c.Usage())
+		if err != nil {
+			b.Fatal(err)
+		}
+		adm, pre := 0, 0
+		for _, ev := range c.Schedule() {
+			switch ev.Kind {
+			case EventAdmitted:
+				adm++
+			case EventPreempted:
+				pre++
+			}
+		}
+		if adm > 0 && pre == 0 {
+			before, admitted = bs, adm
+			if after, err = NewSnapshot(c.Cluster(), c.Now(), c.Workloads(), c.Usage()); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	if after == nil {
+		b.Fatal("no state admits without preempting")
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		b.StopTimer()
+		e := NewEstimator()
+		e.Estimates(before, opts)
+		b.StartTimer()
+		e.Estimates(after, opts)
+		if e.Reused != 1 {
+			b.Fatalf("recomputed after %d admissions", admitted)
+		}
+	}
+	b.ReportMetric(float64(admitted), "admitted")
+}

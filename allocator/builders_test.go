@@ -164,3 +164,78 @@ func admittedOn(s *Snapshot) map[string]string {
 	}
 	return out
 }
+
+// CohortTree adds a Cohort object: name, parent ("" for a root).
+func (c *clusterWrapper) CohortTree(name, parent string) *clusterWrapper {
+	c.Cohorts = append(c.Cohorts, Cohort{Name: name, Parent: parent, Quotas: map[string]Quota{}})
+	return c
+}
+
+// CohortQuota gives the last cohort a GPU quota on flavor.
+func (c *clusterWrapper) CohortQuota(flavor string, nominal int) *clusterWrapper {
+	co := &c.Cohorts[len(c.Cohorts)-1]
+	co.Quotas[flavor] = Quota{Nominal: nominal}
+	return c
+}
+
+// CohortWeight sets the last cohort's fair-sharing weight.
+func (c *clusterWrapper) CohortWeight(w float64) *clusterWrapper {
+	c.Cohorts[len(c.Cohorts)-1].Weight = w
+	return c
+}
+
+// KueueFairSharing turns on Kueue's Fair Sharing with the strategies.
+func (c *clusterWrapper) KueueFairSharing(strategies ...string) *clusterWrapper {
+	c.Policy.FairSharing = &KueueFairSharing{PreemptionStrategies: strategies}
+	return c
+}
+
+// NodeRes adds one node with CPU (cores) and memory (GiB).
+func (c *clusterWrapper) NodeRes(name, flavor string, gpus int, cores, gib int64) *clusterWrapper {
+	c.Cluster.Nodes = append(c.Cluster.Nodes, Node{Name: name, Flavor: flavor, GPUs: gpus, CPU: cores * 1000, Memory: gib << 30})
+	return c
+}
+
+// CPU gives the queue a CPU quota (cores) on flavor, which must already
+// have a GPU quota.
+func (q *queueWrapper) CPU(flavor string, cores int64) *queueWrapper {
+	qt := q.Quotas[flavor]
+	qt.CPU = &ResourceQuota{Nominal: cores * 1000}
+	q.Quotas[flavor] = qt
+	return q
+}
+
+// Memory gives the queue a memory quota (GiB) on flavor.
+func (q *queueWrapper) Memory(flavor string, gib int64) *queueWrapper {
+	qt := q.Quotas[flavor]
+	qt.Memory = &ResourceQuota{Nominal: gib << 30}
+	q.Quotas[flavor] = qt
+	return q
+}
+
+// BorrowWithin sets borrowWithinCohort LowerPriority, with a threshold
+// when max is given.
+func (q *queueWrapper) BorrowWithin(max ...int32) *queueWrapper {
+	q.Preemption.BorrowWithinCohort = PreemptLowerPriority
+	if len(max) > 0 {
+		q.Preemption.BorrowWithinCohortMaxPriority = &max[0]
+	}
+	return q
+}
+
+// Fungibility sets the queue's flavorFungibility.
+func (q *queueWrapper) Fungibility(whenCanBorrow, whenCanPreempt, preference string) *queueWrapper {
+	q.FlavorFungibility = FlavorFungibility{WhenCanBorrow: whenCanBorrow, WhenCanPreempt: whenCanPreempt, Preference: preference}
+	return q
+}
+
+// CPU and Memory set the workload's CPU (cores) and memory (GiB).
+func (w *workloadWrapper) CPU(cores int64) *workloadWrapper {
+	w.Workload.CPU = cores * 1000
+	return w
+}
+
+func (w *workloadWrapper) Memory(gib int64) *workloadWrapper {
+	w.Workload.Memory = gib << 30
+	return w
+}

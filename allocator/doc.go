@@ -1,6 +1,9 @@
-// Package allocator is gpubot's model of Kueue's admission policy for
-// GPUs: quotas and cohorts, priorities, admission fair sharing, automatic
-// and manual preemption, topology-aware placement, fragmentation, and
+// Package allocator is gpubot's model of Kueue v0.17's admission for GPU
+// workloads: quotas on GPUs, CPU and memory in cohort trees, priorities,
+// Kueue's scheduling cycle and flavor assignment (flavorFungibility
+// included), classical and Fair Sharing preemption (borrowWithinCohort
+// included), Kueue's Fair Sharing and an Admission Fair Sharing of its
+// own, manual preemption, topology-aware placement, fragmentation, and
 // wait-time estimates. The bot uses it to explain and predict what Kueue
 // will do; the simulated cluster admits by it. It does no I/O and never
 // reads the clock: time is always an argument.
@@ -8,41 +11,165 @@
 // # Basics
 //
 // A Cluster describes what exists and the rules: flavors, nodes, queues
-// (Kueue ClusterQueues, one per team) and the Policy. NewSnapshot combines
-// it with the workloads and the queues' decayed usage at one instant. A
-// Snapshot answers questions (Fit, Order, Diagnose, Capacity, Standing,
-// ProposeVictims, Estimates) and changes only through its methods: the
-// small mutations (Add, Reserve, Release, Evict, Extend) return an undo
-// function, so that what-if questions need no copy; Clone gives an
-// independent copy for longer experiments. Schedule runs one admission
-// cycle; Advance moves time forward, finishing workloads and scheduling.
-// A Runner does the same for long simulations (the trace replay), keeping
+// (Kueue ClusterQueues, one per team), cohorts and the Policy.
+// NewSnapshot combines it with the workloads and the queues' decayed
+// usage at one instant. A Snapshot answers questions (Fit, Order,
+// Diagnose, Capacity, Standing, DominantShares, ProposeVictims,
+// Estimates) and changes only through its methods: the small mutations
+// (Add, Reserve, Release, Evict, Extend) return an undo function, so
+// that what-if questions need no copy; Clone gives an independent copy
+// for longer experiments. Schedule runs Kueue's admission cycles;
+// Advance moves time forward, finishing workloads and scheduling. A
+// Runner does the same for long simulations (the trace replay), keeping
 // the admitted workloads' ends between calls.
 //
-// The only resource is whole GPUs (nvidia.com/gpu). A request of G GPUs
-// on a flavor becomes PodShape(G, GPUsPerNode) pods of equal size, each
-// on one node. Everything admitted is placed on nodes, as if every flavor
-// used Kueue's Topology Aware Scheduling: no node ever holds more GPUs
-// than it has.
+// # Resources
 //
-// Quota follows Kueue with one cohort level. For queue q and flavor f
-// let N be the nominal quota, L the lendingLimit (N when unset), B the
-// borrowingLimit (unlimited when unset) and u what q has admitted on f.
-// G = N−L is guaranteed to q. The cohort's pool is P = Σ L over its
-// queues and its use C = Σ max(0, u−G). A workload fits by quota if its
-// GPUs are at most
+// The resources are a small fixed vector (resources.go): whole GPUs
+// (nvidia.com/gpu), CPU in millicores and memory in bytes. A request of
+// G GPUs on a flavor becomes PodShape(G, GPUsPerNode) pods of equal
+// size, each on one node; its CPU and memory (Workload.CPU, Memory) are
+// split evenly over them. A workload is one pod set whose resources are
+// in the flavor's one resource group with the GPUs, so every resource
+// takes the same flavor, as in a ClusterQueue whose resource group
+// covers nvidia.com/gpu, cpu and memory. Everything admitted is placed
+// on nodes, as if every flavor used Kueue's Topology Aware Scheduling:
+// no node ever holds more GPUs, or more CPU or memory where the node
+// counts them (Node.CPU, Memory; 0 is not counted), than it has. A
+// queue's quota covers CPU (memory) on a flavor when Quota.CPU (Memory)
+// is set; a workload asking for a resource its queue does not cover on a
+// flavor never fits there, as in Kueue. Clusters that use only GPU
+// quotas, cohorts without parents or quota, classical preemption and the
+// default flavorFungibility run on a GPU-only engine (schedule.go,
+// quota.go, preempt.go, shadow.go, fast_assign.go) that the reference
+// tests hold to the general engine (kueue_cycle.go and the kueue_*.go
+// files) event by event; every other cluster runs on the general one.
 //
-//	Available(q) = min(N+B−u, max(0, G−u) + (P−C))
+// # Quota
 //
-// (N−u for a queue without a cohort). It borrows if u + GPUs > N. This is
-// Kueue's available() for a ClusterQueue under a root cohort; the tests
-// check it against the examples of Kueue's ClusterQueue documentation.
+// Quota follows Kueue's cohort tree (tree.go; pkg/cache/scheduler,
+// resource_node.go): queues are the leaves, Cohorts (Cluster.Cohorts,
+// with a parent, quota of their own and a weight) the inner nodes. For
+// every node and flavor-resource, N is the nominal quota, L the
+// lendingLimit (N when unset), B the borrowingLimit (unlimited when
+// unset). A node keeps N−L for itself (its local quota); its
+// SubtreeQuota is N plus what its children lend it; its usage is, for a
+// queue, what it has admitted, and for a cohort what its children use
+// beyond what they keep. A workload fits by quota if, in every resource
+// it asks for, it is at most Kueue's available():
 //
-// Flavor assignment uses Kueue's default flavorFungibility: the queue's
-// flavors are tried in order (or only the pinned Workload.Flavor) and the
-// first where the workload fits, by quota (borrowing allowed) and by
-// placement, is taken; if none fits, the first where preemption can make
-// room.
+//	available(n) = max(0, local(n) − u(n)) + min(available(parent),
+//	               SubtreeQuota(n) − local(n) − max(0, u(n) − local(n)) + B)
+//
+// (the min only with B set; for a root, SubtreeQuota − u). It borrows if
+// it takes a node beyond its SubtreeQuota. With one cohort level and no
+// cohort quota this is min(N+B−u, max(0, G−u) + (P−C)) with G = N−L,
+// the cohort's pool P = Σ L and its use C = Σ max(0, u−G) (quota.go, the
+// GPU-only engine's arithmetic); the tests check both against the
+// examples of Kueue's ClusterQueue and Cohort documentation.
+//
+// # The admission cycle
+//
+// Schedule runs Kueue's scheduling cycles (pkg/scheduler/scheduler.go,
+// schedule) until no queue offers a workload that could be admitted
+// (kueue_cycle.go has the full definition):
+//
+//  1. Heads: each queue offers its first pending workload in its order
+//     (priority, then Created) not yet found inadmissible since quota
+//     was released (BestEffortFIFO: Kueue parks such workloads until
+//     then).
+//  2. Nominate: every head gets its flavor assignment and preemption
+//     targets on the snapshot as the cycle found it.
+//  3. Order: heads that fit without borrowing first, then by priority,
+//     then arrival (Kueue's classicalIterator); under Kueue's Fair
+//     Sharing, by a tournament of dominant resource shares at each pop.
+//  4. Admit, in that order: a head that cannot fit waits; one that needs
+//     preemption and found no targets waits and holds back, for the rest
+//     of the cycle, the quota it would take (quotaResourcesToReserve),
+//     unless its queue reclaims with Any; one whose targets another head
+//     of this cycle already preempted, or that no longer fits after the
+//     heads before it (so a cohort that admitted a borrowing workload
+//     this cycle has that much less to lend), is tried again next cycle;
+//     otherwise its targets are evicted (EventPreempted, By = the
+//     preemptor), they are pending again, and it is admitted
+//     (EventAdmitted).
+//  5. A release (a preemption) makes every inadmissible workload that
+//     could use the released flavor (under Kueue's Fair Sharing, every
+//     one) a candidate again, as Kueue's QueueInadmissibleWorkloads does.
+//
+// # Flavor assignment
+//
+// Kueue's flavor assigner (kueue_assign.go; flavorassigner.go,
+// findFlavorForPodSets): the queue's flavors are tried in order (or only
+// the pinned Workload.Flavor), leaving out elastic flavors (Flavor.Elastic,
+// spot or provisioned capacity) unless the workload is pinned to one: a
+// gpubot rule, which the bridge makes Kueue's by pinning Jobs with node
+// affinity. On each, every resource the workload asks
+// for gets a mode: noFit when it is more than the queue could ever have
+// there, or when it does not fit now and preemption may not be tried —
+// Kueue preempts only for a request within the queue's nominal quota, or
+// when reclaiming inside a subtree would make room, or when the queue
+// may preempt while borrowing (borrowWithinCohort, or Fair Sharing with
+// reclaimWithinCohort); fit when it fits the available quota, with how
+// high in the tree it borrows; else the preemption oracle's answer
+// (SimulatePreemption): reclaim when every target is in other queues,
+// preempt when some is the queue's own, no candidates. The flavor's mode
+// is its resources' worst. flavorFungibility decides where the search
+// stops (shouldTryNextFlavor: by default at a fit without borrowing or,
+// whenCanBorrow MayStopSearch, any fit; whenCanPreempt MayStopSearch at
+// a flavor where preemption works) and which flavor tried wins
+// (isPreferred: BorrowingOverPreemption, the default, prefers fit, then
+// reclaim, then preempt, then the lower borrowing height, then the
+// earlier flavor; PreemptionOverBorrowing the lower height first).
+//
+// # Preemption
+//
+// Classical preemption (kueue_preempt.go, preempt.go; preemption.go
+// classicalPreemptions, hierarchical_preemption.go): candidates are the
+// queue's own admitted workloads (WithinClusterQueue LowerPriority or
+// LowerOrNewerEqualPriority) and, under ReclaimWithinCohort (Any or
+// LowerPriority), those of queues in its cohort tree that are above
+// their nominal quota on a flavor-resource that needs preemption: found
+// walking up from the queue, with a hierarchical advantage over the
+// workloads of a subtree once the request fits within it, and, with
+// borrowWithinCohort, lower-priority ones (up to its threshold) while the
+// preemptor borrows. Kueue's order (other queues first, lower priority,
+// most recently admitted) is followed; they are removed until the
+// workload fits, then every one it fits without is added back. A
+// candidate of another queue is skipped once that queue is back within
+// nominal quota.
+//
+// Under Kueue's Fair Sharing (Policy.FairSharing, kueue_fair.go;
+// fair_sharing.go, fair_sharing_iterator.go, preemption/fairsharing)
+// every tree node's dominant resource share is what it borrows of the
+// resource where that is largest, over what its parent could lend it,
+// ×1000, divided by its weight (ZeroWeight: Kueue's weight 0). Heads are
+// ordered by a tournament at every cohort, lowest share with the head
+// admitted first; preemption visits the target queues from the root
+// down, the highest share first, and takes a candidate while the
+// preemptor stays within nominal quota or the strategies
+// (LessThanOrEqualToFinalShare, LessThanInitialShare, in the order
+// given) hold between the shares of the two sides of their lowest common
+// ancestor. DominantShares and Standing report the shares.
+//
+// Preempt is the administrator's version: it evicts the given victims
+// whatever their queue and priority, and admits the workload or undoes
+// everything. ProposeVictims suggests such a set among lower-priority
+// workloads of any queue.
+//
+// # gpubot's own modes
+//
+// Policy.Mode FairSharing (Admission Fair Sharing, across queues) orders
+// heads by priority, then the queue's decayed usage over its weight
+// (weight 0 counts as 1), then Created; FirstComeFirstServed, a
+// baseline that is not a Kueue mode, by Created alone, and never
+// preempts automatically. Both take one head a cycle in that global
+// order, so that work goes one at a time in it (its victims pending
+// again only at the end of Schedule); in FairSharing every admission
+// adds GPUs × EntryPenalty GPU-hours to the queue's usage, which can
+// reorder the rest.
+//
+// # Placement
 //
 // Placement is fragmentation-aware by default (DESIGN.md
 // "Fragmentation"); Policy.Placement selects another rule (below). Measure
@@ -68,45 +195,29 @@
 // reproducible). Ties go to the node name. A host requirement applies the
 // rule to nodes that fit every pod; a rack or block requirement picks the
 // domain by the same rule on the domains' free GPUs, then places inside
-// it.
+// it. Pods that ask for CPU or memory on nodes that count them are placed
+// by the same rules among the nodes with room for a whole pod in every
+// resource (placement_res.go).
 //
-// The admission order is: priority descending; in FairSharing mode, then
-// the queue's Usage/Weight ascending (weight 0 counts as 1); then Created;
-// then ID. FirstComeFirstServed mode, a baseline that is not a Kueue
-// mode, orders by Created and ID only and never preempts automatically.
-// A Schedule cycle takes the pending workloads in that order
-// (see schedule.go for its phases): each is admitted if it fits, else its
-// queue's automatic preemption policy may evict victims for it, else it
-// waits without blocking those behind it (BestEffortFIFO, in both
-// modes). In FairSharing mode every admission adds GPUs × EntryPenalty
-// GPU-hours to the queue's usage, which can reorder the rest of the cycle.
-//
-// Automatic preemption follows Kueue's classical preemptor (preempt.go):
-// WithinClusterQueue LowerPriority or LowerOrNewerEqualPriority within the
-// queue; ReclaimWithinCohort Any or LowerPriority from other queues of the
-// cohort while they borrow on the flavor, only when the preemptor's queue
-// is below its nominal quota there and the preemptor would not borrow;
-// the minimal set is found as Kueue does (candidates ordered other queues
-// first, lower priority, most recently admitted; removed until the
-// workload fits; then every one it fits without is added back). Victims
-// become pending again (EventPreempted, By = the preemptor) and the
-// preemptor is admitted at once. Preempt is the administrator's version:
-// it evicts the given victims whatever their queue and priority, and
-// admits the workload or undoes everything. ProposeVictims suggests such a
-// set among lower-priority workloads of any queue.
+// # Diagnose
 //
 // Diagnose tells why a pending workload waits. On each of its flavors it
-// checks, in order: quota (its queue's own limit: N+B−u, or N−u without a
-// cohort), cohort (the pool P−C), capacity (free GPUs of the flavor),
-// fragmentation (no placement even ignoring topology) and topology (no
-// placement within one host, rack or block). The flavor that gets
-// furthest gives the Reason; a workload that would fit now, alone, is
-// only behind others: ReasonPriority.
+// checks, in order: quota (its queue's own limit, in any resource),
+// cohort (what the tree can lend it), capacity (free GPUs, CPU or memory
+// of the flavor's nodes), fragmentation (no placement even ignoring
+// topology) and topology (no placement within one host, rack or block).
+// The flavor that gets furthest gives the Reason; a workload that would
+// fit now, alone, is only behind others: ReasonPriority.
+// DiagnoseResource and FitResource also name the resource that stops it
+// (CPU or memory when it is theirs, else GPUs); ResourceUse and
+// FreeResource give the figures the replies quote.
+//
+// # Usage and estimates
 //
 // Usage is decayed GPU-hours per queue: while R GPUs are admitted for dt,
 // usage becomes usage·2^(−dt/H) + R·(H/ln 2)·(1 − 2^(−dt/H)), the exact
-// integral with half-life H (DecayUsage). Advance accrues it in both
-// modes, so that Standing is always meaningful.
+// integral with half-life H (DecayUsage). Advance accrues it in every
+// mode, so that Standing is always meaningful.
 //
 // Estimates simulates the future twice on clones, with every workload's
 // runtime at the low and at the high end of its Range (fraction of the
@@ -130,48 +241,84 @@
 //
 // # Caveats
 //
-// What differs from Kueue, on purpose or for simplicity:
+// What differs from Kueue v0.17, on purpose or for simplicity. Where
+// Kueue needs more cycles than the model to reach the same state, the
+// item says where they converge.
 //
-//   - A cycle considers every pending workload, in the global order, not
-//     one head per ClusterQueue; Kueue's restrictions on several borrowing
-//     admissions in one cohort per cycle are not modelled.
+//   - A head found inadmissible passes over the workloads of its class
+//     (same queue, resources, topology and pinned flavor, behind it and
+//     of no higher priority): they could only fail the same way until
+//     quota is released on a flavor they may use (then the class is
+//     tried again from its first workload) or, for a queue that
+//     reclaims, until a queue of its cohort tree admits while above its
+//     nominal quota (under Fair Sharing: admits at all). Kueue gives
+//     each of them a cycle of its own, in which they fail, and the
+//     queue's next other workload is its head only after them; here it
+//     is its head in the next cycle. Meanwhile the other queues' heads
+//     go on: the two agree unless, in those cycles, the other queues
+//     admit what the queue's next other workload would have competed
+//     for (the same quota or nodes). Nothing else that Kueue does in
+//     those cycles is left out: the passed-over workloads would hold
+//     back the same capacity as the first (Kueue's reservation lasts one
+//     cycle), which here is held in the cycle of the first only.
+//   - When a head needs preemption, its search stopped before the last
+//     flavor (whenCanPreempt or whenCanBorrow MayStopSearch) and the
+//     targets for all its resources together are none, Kueue keeps the
+//     flavor it stopped at (LastTriedFlavorIdx), requeues the workload
+//     at once and goes on from the next flavor in the next cycle; here
+//     the nomination goes on to the next flavor at once, and the capacity
+//     Kueue holds back for it in that one cycle is not held.
 //   - The preemptor is admitted in the same cycle as its victims are
-//     evicted (Kueue waits for them to terminate). Victims are not
-//     considered again until the next cycle.
+//     evicted; Kueue admits it in a later cycle, once they have
+//     terminated, and nominates it again then: the same result unless
+//     something else changed meanwhile.
+//   - The preemption oracle of the flavor search and the preemption
+//     targets place the preemptor's pods on the nodes the victims would
+//     free; Kueue's oracle counts quota alone.
 //   - Admission Fair Sharing in Kueue orders the LocalQueues inside one
-//     ClusterQueue (by usage before priority); here it orders the queues
-//     (teams) across the cluster, which Kueue does not do, so FairSharing
-//     mode is a policy for simulations: on a real cluster (k8sbridge) the
-//     mode is BestEffortFIFO, Kueue's order across ClusterQueues. Usage is
-//     the exact integral rather than periodic samples, and the entry
-//     penalty is added to usage directly.
-//   - Kueue's cycle takes one head per ClusterQueue and admits those that
-//     fit within nominal quota before those that must borrow; here a cycle
-//     goes by the admission order alone.
-//   - Fair Sharing preemption strategies, borrowWithinCohort,
-//     non-default flavorFungibility, hierarchical cohorts and cohort-level
-//     quotas, resources other than GPUs, admission checks, partial
-//     admission, StrictFIFO and stop policies are not modelled.
-//   - ReclaimWithinCohort takes another queue's workload only while that
-//     queue still borrows at that point of the search, as Kueue does: the
-//     last victim may leave it below nominal, but reclaim never continues
-//     once a queue is back at its nominal quota.
+//     ClusterQueue (by usage before priority); the FairSharing mode here
+//     orders the queues (teams) across the cluster, which Kueue does not
+//     do, so it is a policy for simulations: on a real cluster
+//     (k8sbridge) the mode is BestEffortFIFO, with Kueue's Fair Sharing
+//     when its manager Configuration turns it on. Usage is the exact
+//     integral rather than periodic samples, and the entry penalty is
+//     added to usage directly. Its one-head-a-cycle order, and
+//     FirstComeFirstServed's, are gpubot's definitions.
+//   - Resources: one resource group per queue, holding GPUs and, when
+//     set, CPU and memory; a queue's CPU or memory in a resource group of
+//     its own, other resources and resource transformations are not
+//     modelled (the bridge flags the first two). Workloads without GPUs
+//     are not modelled, so on a real cluster the CPU and memory they
+//     take of a queue's quota is not counted. A Workload of several pod
+//     sets is one of their totals. GPUs are whole: a request for a share
+//     of a GPU must be rounded up by the caller (the trace simulator
+//     documents how it does that).
+//   - Under Kueue's Fair Sharing, Kueue takes the heads of queues
+//     without a cohort and of separate cohort trees in no defined order;
+//     here queues without a cohort go first, then the tree whose winner
+//     comes first by priority, then arrival. Its v0.17 defaults are
+//     followed (the feature gates FairSharingPreemptWithinNominal and
+//     FairSharingPrioritizeNonBorrowing on).
+//   - StrictFIFO, admission checks, partial admission, elastic
+//     workloads, stop policies and waitForPodsReady are not modelled.
 //   - Placement is gpubot's fragmentation-aware rule (or one of the
 //     comparison rules), not Kueue's TAS heuristics; victims are chosen by
 //     Kueue's order and only checked for placement, not chosen for their
 //     nodes.
-//   - GPUs are whole: a request for a share of a GPU must be rounded up
-//     by the caller (the trace simulator documents how it does that).
 //   - A node with no rack (block) label is a rack (block) of its own.
 //   - BorrowingLimit and LendingLimit of a queue without a cohort are
-//     ignored (Kueue rejects them). Admitted workloads given to
-//     NewSnapshot or Add are checked against node capacity but not against
-//     quota or their topology requirement, as a real cluster may be
-//     over-admitted; Available may then be negative.
+//     ignored (Kueue rejects them); those of a cohort without a parent,
+//     and cycles of cohorts, are rejected, as Kueue rejects them
+//     (NewSnapshot's error). Admitted workloads
+//     given to NewSnapshot or Add are checked against node capacity but
+//     not against quota or their topology requirement, as a real cluster
+//     may be over-admitted; available may then be negative.
 //   - A request that cannot fit even on an empty cluster (more than the
 //     queue could ever have by quota, or a topology no domain can meet)
 //     never triggers preemption and is never admitted; Diagnose still
 //     names the closest reason.
+//   - Schedule stops after 4·n+64 cycles for n workloads: a guard
+//     against a chain of preemptions that would not end.
 //   - Estimates' simulations take no new work: arrivals only stretch
 //     Latest afterwards, by 1/(1−ρ) with ρ the load of the work that
 //     would go first over the workload's flavors' GPUs (at most
@@ -186,15 +333,20 @@
 //     before any other mutation; a late or repeated call does nothing.
 //   - A Snapshot is not safe for concurrent use; clones are independent.
 //
-// Performance: a cycle costs about the number of distinct pending
-// requirements (queue, GPUs, topology, pinned flavor), not the number of
-// pending workloads, because workloads with the same requirements fit or
-// fail together; preemption searches are pruned by shadows, kept up to
-// date, of what would be free without each candidate set (shadow.go).
-// Tests hold the cycle to its plain definition (reference_test.go). An
-// estimate simulation costs its cycles (a few hundred on the grid) plus
-// its admissions and preemptions, which dominate. The Estimator's
-// fingerprint costs a pass over the workloads; a change of any kind,
-// the time included, means a full recomputation (there is no partial
-// one). See BENCHMARKS.txt for figures.
+// # Performance
+//
+// A cycle costs about the number of distinct pending requirements
+// (queue, resources, topology, pinned flavor), not the number of pending
+// workloads, because workloads with the same requirements fit or fail
+// together. The GPU-only engine prunes preemption searches by shadows,
+// kept up to date, of what would be free without each candidate set
+// (shadow.go), and skips a flavor's preemption search that could not
+// beat the best flavor found so far; the general engine scans only nodes
+// with free GPUs (placement_res.go). Tests hold the cycle to its plain
+// definition (reference_test.go). An estimate simulation costs its
+// cycles (a few hundred on the grid) plus its admissions and
+// preemptions, which dominate. The Estimator's fingerprint costs a pass
+// over the workloads; a change of any kind, the time included, means a
+// full recomputation (there is no partial one). See BENCHMARKS.txt for
+// figures.
 package allocator

@@ -133,11 +133,20 @@ type Estimate struct {
 // run; Earliest and Latest are the earlier and later of the two.
 func Estimates(s *Snapshot, opts EstimateOptions) map[string]Estimate {
 	order := s.pendingInOrder()
+	if len(order) == 0 {
+		return map[string]Estimate{}
+	}
+	low, high := s.simulateBoth(opts, order, nil)
+	return s.estimatesFrom(opts, order, low, high)
+}
+
+// estimatesFrom turns the two simulations' starts of the pending
+// workloads in order into their estimates.
+func (s *Snapshot) estimatesFrom(opts EstimateOptions, order []int32, low, high []simStart) map[string]Estimate {
 	out := make(map[string]Estimate, len(order))
 	if len(order) == 0 {
 		return out
 	}
-	low, high := s.simulateBoth(opts, order)
 	ahead, higher := s.aheadCounts(order)
 	end := s.now.Add(horizon(opts))
 	reasons := map[int32]Reason{}
@@ -162,7 +171,7 @@ func EstimateFor(s *Snapshot, id string, opts EstimateOptions) Estimate {
 	if !ok || s.ws[slot].fl >= 0 {
 		return Estimate{ID: id}
 	}
-	low, high := s.simulateBoth(opts, []int32{slot})
+	low, high := s.simulateBoth(opts, []int32{slot}, nil)
 	order := s.pendingInOrder()
 	x := &s.ws[slot]
 	mine := s.classes[x.cls].cands
@@ -267,14 +276,20 @@ func (r Range) clean() Range {
 }
 
 // simulateBoth runs the low and the high simulation, concurrently: each
-// works on its own clone and s is only read.
-func (s *Snapshot) simulateBoth(opts EstimateOptions, targets []int32) (low, high []simStart) {
+// works on its own clone and s is only read. With rec set, each
+// simulation also records what the Estimator needs to reuse its
+// trajectory (rec[0] the low one's, rec[1] the high one's).
+func (s *Snapshot) simulateBoth(opts EstimateOptions, targets []int32, rec *[2]simRecord) (low, high []simStart) {
+	var rl, rh *simRecord
+	if rec != nil {
+		rl, rh = &rec[0], &rec[1]
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		high = s.simulate(opts, true, targets)
+		high = s.simulate(opts, true, targets, rh)
 	}()
-	low = s.simulate(opts, false, targets)
+	low = s.simulate(opts, false, targets, rl)
 	<-done
 	return low, high
 }
@@ -284,9 +299,19 @@ type simStart struct {
 	ok bool
 }
 
+// simRecord is what a simulation records for the Estimator beyond its
+// targets' starts: the fingerprint (by fp) of its state after the first
+// step (the ends at Now, then the admission cycles at Now), and whether
+// that step preempted (its state is then not reused: see Estimator).
+type simRecord struct {
+	fp        func(*Snapshot) uint64
+	after     uint64
+	preempted bool
+}
+
 // simulate runs one estimate simulation on a clone of s and returns each
 // target's first admission time.
-func (s *Snapshot) simulate(opts EstimateOptions, high bool, targets []int32) []simStart {
+func (s *Snapshot) simulate(opts EstimateOptions, high bool, targets []int32, rec *simRecord) []simStart {
 	c := s.Clone()
 	c.lean = true
 	factor := make([]float64, len(s.ix.queues))
@@ -334,7 +359,11 @@ func (s *Snapshot) simulate(opts EstimateOptions, high bool, targets []int32) []
 	}
 	starts := make([]simStart, len(targets))
 	remaining := len(targets)
+	firstStep := true
 	emit := func(k EventKind, slot, _ int32) {
+		if k == EventPreempted && firstStep && rec != nil {
+			rec.preempted = true
+		}
 		if k != EventAdmitted {
 			return
 		}
@@ -343,7 +372,13 @@ func (s *Snapshot) simulate(opts EstimateOptions, high bool, targets []int32) []
 			remaining--
 		}
 	}
-	stop := func() bool { return remaining == 0 }
+	stop := func() bool {
+		if rec != nil && firstStep {
+			rec.after = rec.fp(c)
+		}
+		firstStep = false
+		return remaining == 0
+	}
 	c.run(s.now.Add(horizon(opts)), true, endOf, emit, stop, true)
 	return starts
 }
@@ -362,7 +397,8 @@ func sharesFlavor(a, b []cand) bool {
 // aheadCounts computes, for each workload of order, how many before it
 // share a candidate flavor (ahead) and how many of those have a higher
 // priority and a later Created (higher), in O(n log n) per distinct set
-// of candidate flavors.
+// of candidate flavors (the flavors only: classes of other sizes on the
+// same flavors share one).
 func (s *Snapshot) aheadCounts(order []int32) (ahead, higher []int) {
 	n := len(order)
 	ahead, higher = make([]int, n), make([]int, n)
@@ -370,6 +406,9 @@ func (s *Snapshot) aheadCounts(order []int32) (ahead, higher []int) {
 	setOf := map[int32]int{} // class → set id
 	var sets [][]cand
 	set := make([]int, n)
+	sameFlavors := func(a, b []cand) bool {
+		return slices.EqualFunc(a, b, func(x, y cand) bool { return x.f == y.f })
+	}
 	for i, slot := range order {
 		cls := s.ws[slot].cls
 		d, ok := setOf[cls]
@@ -377,7 +416,7 @@ func (s *Snapshot) aheadCounts(order []int32) (ahead, higher []int) {
 			cands := s.classes[cls].cands
 			d = -1
 			for j, other := range sets {
-				if slices.Equal(other, cands) {
+				if sameFlavors(other, cands) {
 					d = j
 					break
 				}

@@ -14,37 +14,98 @@ import (
 // usage) or the options. A caller that builds a fresh snapshot for every
 // question, as the command service does, gets the same answers as from
 // Estimates and EstimateFor, at the cost of a fingerprint of the state
-// when nothing changed. It is not safe for concurrent use.
+// when nothing changed.
+//
+// It also keeps the fingerprint of the state both simulations reached
+// after their first step (what ends at Now and the admission cycles at
+// Now) and every pending workload's simulated starts. When the next
+// snapshot is in exactly that state (Kueue admitted what the estimate
+// predicted, at the same Now, and nothing else changed), the rest of
+// each simulation would run as before, so the estimates are rebuilt from
+// the kept starts without simulating (Reused counts that). Only a first
+// step without a preemption counts: after one, the victims are held back
+// until the end of that Schedule, so a new Schedule at the same instant
+// may act at once, which the continued simulation does only at its next
+// end. It is not safe for concurrent use.
 type Estimator struct {
 	seed maphash.Seed
 	key  uint64
 	ok   bool
 	est  map[string]Estimate
-	// Recomputed counts the full computations so far (for tests and
-	// metrics).
-	Recomputed int
+	// next is the state after the first step of both simulations, valid
+	// if nextOK (the two reached the same state without preempting);
+	// starts holds the simulations' starts (low, high) by workload ID.
+	next   uint64
+	nextOK bool
+	starts map[string][2]simStart
+	// Recomputed counts the full computations so far, Reused the
+	// estimates rebuilt from the last simulations' trajectories (for
+	// tests and metrics).
+	Recomputed, Reused int
 }
 
 // NewEstimator returns an empty Estimator.
 func NewEstimator() *Estimator { return &Estimator{seed: maphash.MakeSeed()} }
 
 // Estimates is Estimates(s, opts), from the last result if neither s's
-// state nor opts changed since. The map is shared: do not modify it.
+// state nor opts changed since, or from the last simulations if s is in
+// the state they reached after their first step. The map is shared: do
+// not modify it.
 func (e *Estimator) Estimates(s *Snapshot, opts EstimateOptions) map[string]Estimate {
-	k := e.fingerprint(s, opts)
-	if !e.ok || k != e.key {
-		e.est, e.key, e.ok = Estimates(s, opts), k, true
-		e.Recomputed++
+	return e.estimates(s, opts, e.fingerprint(s, opts))
+}
+
+func (e *Estimator) estimates(s *Snapshot, opts EstimateOptions, k uint64) map[string]Estimate {
+	if e.ok && k == e.key {
+		return e.est
 	}
+	if e.ok && e.nextOK && k == e.next {
+		if est, ok := e.rebuild(s, opts); ok {
+			e.est, e.key, e.nextOK = est, k, false
+			e.Reused++
+			return e.est
+		}
+	}
+	order := s.pendingInOrder()
+	fp := func(c *Snapshot) uint64 { return e.fingerprint(c, opts) }
+	rec := [2]simRecord{{fp: fp}, {fp: fp}}
+	low, high := s.simulateBoth(opts, order, &rec)
+	e.est, e.key, e.ok = s.estimatesFrom(opts, order, low, high), k, true
+	e.next = rec[0].after
+	e.nextOK = len(order) > 0 && rec[0].after == rec[1].after && !rec[0].preempted && !rec[1].preempted
+	e.starts = make(map[string][2]simStart, len(order))
+	for i, slot := range order {
+		e.starts[s.ws[slot].w.ID] = [2]simStart{low[i], high[i]}
+	}
+	e.Recomputed++
 	return e.est
 }
 
+// rebuild computes the estimates of s's pending workloads from the kept
+// starts; false if one of them has none. (Without a preemption in the
+// first step, every workload pending after it was a target, and a
+// target without a start was not admitted before the horizon: the
+// simulation stops early only once every target has started.)
+func (e *Estimator) rebuild(s *Snapshot, opts EstimateOptions) (map[string]Estimate, bool) {
+	order := s.pendingInOrder()
+	low, high := make([]simStart, len(order)), make([]simStart, len(order))
+	for i, slot := range order {
+		st, ok := e.starts[s.ws[slot].w.ID]
+		if !ok {
+			return nil, false
+		}
+		low[i], high[i] = st[0], st[1]
+	}
+	return s.estimatesFrom(opts, order, low, high), true
+}
+
 // For is EstimateFor(s, id, opts): from the last result when s and opts
-// are what it was computed for, else by EstimateFor, which stops once id
+// are what it was computed for (or the state its simulations reached
+// after their first step), else by EstimateFor, which stops once id
 // starts (and leaves the last result in place).
 func (e *Estimator) For(s *Snapshot, id string, opts EstimateOptions) Estimate {
-	if e.ok && e.fingerprint(s, opts) == e.key {
-		if est, ok := e.est[id]; ok {
+	if k := e.fingerprint(s, opts); e.ok && (k == e.key || (e.nextOK && k == e.next)) {
+		if est, ok := e.estimates(s, opts, k)[id]; ok {
 			return est
 		}
 		return Estimate{ID: id}
@@ -53,7 +114,9 @@ func (e *Estimator) For(s *Snapshot, id string, opts EstimateOptions) Estimate {
 }
 
 // Forget drops the last result.
-func (e *Estimator) Forget() { e.ok, e.est = false, nil }
+func (e *Estimator) Forget() {
+	e.ok, e.nextOK, e.est, e.starts = false, false, nil, nil
+}
 
 // fingerprint hashes everything estimates depend on. Workloads are
 // combined order-independently, so that the same workloads added in
@@ -92,6 +155,10 @@ func (e *Estimator) fingerprint(s *Snapshot, opts EstimateOptions) uint64 {
 		wh.Write(buf[:])
 		binary.LittleEndian.PutUint64(buf[:], uint64(w.Topology))
 		wh.Write(buf[:])
+		binary.LittleEndian.PutUint64(buf[:], uint64(w.CPU))
+		wh.Write(buf[:])
+		binary.LittleEndian.PutUint64(buf[:], uint64(w.Memory))
+		wh.Write(buf[:])
 		wh.WriteString(w.ID)
 		wh.WriteByte(0)
 		wh.WriteString(w.Queue)
@@ -99,12 +166,15 @@ func (e *Estimator) fingerprint(s *Snapshot, opts EstimateOptions) uint64 {
 		wh.WriteString(w.Flavor)
 		wh.WriteByte(0)
 		if a := w.Admission; a != nil {
+			// The flavor and nodes by index (the cluster is hashed):
+			// the estimates' own clones keep no node names.
 			binary.LittleEndian.PutUint64(buf[:], uint64(a.At.UnixNano()))
 			wh.Write(buf[:])
-			wh.WriteString(a.Flavor)
-			for _, nd := range a.Nodes {
-				wh.WriteByte(0)
-				wh.WriteString(nd)
+			binary.LittleEndian.PutUint64(buf[:], uint64(uint32(x.fl))<<32|uint64(uint32(x.per)))
+			wh.Write(buf[:])
+			for _, nd := range x.nodes {
+				binary.LittleEndian.PutUint64(buf[:], uint64(uint32(nd)))
+				wh.Write(buf[:])
 			}
 		}
 		sum += wh.Sum64()
@@ -155,6 +225,8 @@ func hashCluster(h *maphash.Hash, c *Cluster, u64 func(uint64), str func(string)
 		u64(uint64(n.GPUs))
 		str(n.Block)
 		str(n.Rack)
+		u64(uint64(n.CPU))
+		u64(uint64(n.Memory))
 	}
 	limit := func(p *int) {
 		if p == nil {
@@ -163,6 +235,37 @@ func hashCluster(h *maphash.Hash, c *Cluster, u64 func(uint64), str func(string)
 		}
 		u64(uint64(*p))
 	}
+	limit64 := func(p *int64) {
+		if p == nil {
+			u64(math.MaxUint64)
+			return
+		}
+		u64(uint64(*p))
+	}
+	quotas := func(m map[string]Quota) {
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		u64(uint64(len(keys)))
+		for _, k := range keys {
+			qu := m[k]
+			str(k)
+			u64(uint64(qu.Nominal))
+			limit(qu.BorrowingLimit)
+			limit(qu.LendingLimit)
+			for _, rq := range []*ResourceQuota{qu.CPU, qu.Memory} {
+				if rq == nil {
+					u64(math.MaxUint64)
+					continue
+				}
+				u64(uint64(rq.Nominal))
+				limit64(rq.BorrowingLimit)
+				limit64(rq.LendingLimit)
+			}
+		}
+	}
 	u64(uint64(len(c.Queues)))
 	for _, q := range c.Queues {
 		str(q.Name)
@@ -170,24 +273,37 @@ func hashCluster(h *maphash.Hash, c *Cluster, u64 func(uint64), str func(string)
 		f64(q.Weight)
 		str(q.Preemption.WithinClusterQueue)
 		str(q.Preemption.ReclaimWithinCohort)
+		str(q.Preemption.BorrowWithinCohort)
+		if m := q.Preemption.BorrowWithinCohortMaxPriority; m != nil {
+			u64(uint64(*m))
+		} else {
+			u64(math.MaxUint64)
+		}
+		str(q.FlavorFungibility.WhenCanBorrow)
+		str(q.FlavorFungibility.WhenCanPreempt)
+		str(q.FlavorFungibility.Preference)
 		u64(uint64(len(q.Flavors)))
 		for _, f := range q.Flavors {
 			str(f)
 		}
-		keys := make([]string, 0, len(q.Quotas))
-		for k := range q.Quotas {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
-			qu := q.Quotas[k]
-			str(k)
-			u64(uint64(qu.Nominal))
-			limit(qu.BorrowingLimit)
-			limit(qu.LendingLimit)
-		}
+		quotas(q.Quotas)
+	}
+	u64(uint64(len(c.Cohorts)))
+	for _, co := range c.Cohorts {
+		str(co.Name)
+		str(co.Parent)
+		f64(co.Weight)
+		quotas(co.Quotas)
 	}
 	p := c.Policy
+	if fs := p.FairSharing; fs != nil {
+		u64(uint64(len(fs.PreemptionStrategies)) + 1)
+		for _, st := range fs.PreemptionStrategies {
+			str(st)
+		}
+	} else {
+		u64(0)
+	}
 	str(string(p.Mode))
 	u64(uint64(p.HalfLife))
 	u64(uint64(p.EntryPenalty))

@@ -18,7 +18,7 @@ func TestPropertyEstimator(t *testing.T) {
 	for seed := range uint64(propertyCases / 6) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(seed, 12))
-			s, _ := randomState(t, r)
+			s, _ := randomStateKind(t, r, seed%2 == 1)
 			opts := EstimateOptions{Horizon: 72 * time.Hour, Factors: map[string]Range{"q0": {Low: 0.2, High: 1.5}},
 				Arrivals: []ArrivalRate{{Queue: "q1", Priority: 2, GPUs: float64(r.IntN(8))}, {Queue: "q0", Priority: 1, GPUs: float64(r.IntN(8))}}}
 			est := NewEstimator()
@@ -262,4 +262,71 @@ func TestArrivalsFairSharing(t *testing.T) {
 			t.Errorf("%s: latest %v; want +%v", name, got.Latest, tc.latest)
 		}
 	}
+}
+
+// TestPropertyEstimatorAfterAdmission: when Kueue admits what the
+// estimates predicted for Now (Schedule at the same instant), the
+// Estimator rebuilds the estimates from its last simulations, and they
+// equal a recomputation from scratch; so do For's answers. A state that
+// differs in anything is recomputed.
+func TestPropertyEstimatorAfterAdmission(t *testing.T) {
+	reused := 0
+	for seed := range uint64(propertyCases / 3) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(seed, 13))
+			s, _ := randomStateKind(t, r, seed%2 == 1)
+			opts := EstimateOptions{Horizon: 72 * time.Hour, Factors: map[string]Range{"q0": {Low: 0.2, High: 1.5}},
+				Arrivals: []ArrivalRate{{Queue: "q1", Priority: 2, GPUs: float64(r.IntN(8))}}}
+			if seed%3 == 0 {
+				opts.Step = -1
+			}
+			est := NewEstimator()
+			for step := range 4 {
+				// Pending work that fits now: from time to time a new
+				// request, or time passes with ends.
+				switch r.IntN(4) {
+				case 0:
+					s.Add(randomWorkload(r, s.Cluster(), fmt.Sprintf("a%d", step)))
+				case 3:
+					// Urgent work that preempts in the first step.
+					for i := range 1 + r.IntN(3) {
+						w := randomWorkload(r, s.Cluster(), fmt.Sprintf("u%d-%d", step, i))
+						w.Priority = 3 + int32(r.IntN(2))
+						s.Add(w)
+					}
+				case 1:
+					s.Advance(s.Now().Add(time.Duration(1+r.IntN(90))*time.Minute), nil)
+				}
+				est.Estimates(s, opts)
+				after := s.Clone()
+				admitted := 0
+				for _, ev := range after.Schedule() {
+					if ev.Kind == EventAdmitted {
+						admitted++
+					}
+				}
+				fresh, err := NewSnapshot(after.Cluster(), after.Now(), after.Workloads(), after.Usage())
+				if err != nil {
+					t.Fatal(err)
+				}
+				before := est.Reused
+				want := Estimates(fresh, opts)
+				if got := est.Estimates(fresh, opts); !cmp.Equal(got, want) {
+					t.Fatalf("step %d (%d admitted, reused %v): Estimator differs from Estimates:\n%s",
+						step, admitted, est.Reused > before, cmp.Diff(want, got))
+				}
+				reused += est.Reused - before
+				for _, id := range fresh.Order() {
+					if got, want := est.For(fresh, id, opts), EstimateFor(fresh, id, opts); !cmp.Equal(got, want) {
+						t.Errorf("step %d: For(%s) = %+v; EstimateFor %+v", step, id, got, want)
+					}
+				}
+				s = after
+			}
+		})
+	}
+	if reused == 0 {
+		t.Error("no state was reused: the test does not test the reuse")
+	}
+	t.Logf("reused %d times", reused)
 }

@@ -56,6 +56,16 @@ type index struct {
 	fcfs      bool // FirstComeFirstServed: ignore priority, never preempt
 	placement placeKind
 	seed      uint64
+	// tree is the cohort tree with every quota (tree.go).
+	tree *quotaTree
+	// fs is Kueue's Fair Sharing's preemption strategies; nil is off.
+	fs []fsStrategy
+	// simple is set when the cluster uses nothing the GPU-only engine
+	// does not model (see simpleCluster): it then schedules, else the
+	// general one (kueue_cycle.go).
+	simple bool
+	// nodeRes is set when some node counts CPU or memory.
+	nodeRes bool
 }
 
 // placeKind is Policy.Placement after parsing.
@@ -86,6 +96,8 @@ type nodeInfo struct {
 	flavor int
 	pos    int // position in flavorInfo.nodes
 	gpus   int
+	cpu    int64 // allocatable millicores; 0: not counted
+	mem    int64 // allocatable bytes; 0: not counted
 	rack   int
 	block  int
 	// positions of rack and block in flavorInfo.racks and .blocks
@@ -116,6 +128,14 @@ type queueInfo struct {
 	quota   []quotaInfo // indexed by flavor id
 	within  policyKind
 	reclaim policyKind
+	// borrowWithinCohort LowerPriority, and its priority threshold.
+	bwc    bool
+	bwcMax *int32
+	// flavorFungibility: search on past a borrowing fit, stop at a
+	// flavor where preemption works, and the preference.
+	borrowTryNext bool
+	preemptStop   bool
+	preferPreempt bool
 }
 
 type cohortInfo struct {
@@ -123,6 +143,7 @@ type cohortInfo struct {
 	queues     []int
 	pool       []int // per flavor: Σ lendable
 	reclaimAny bool  // some member reclaims with policy Any
+	reclaimers bool  // some member reclaims at all
 }
 
 func parsePolicy(s string, allowed ...policyKind) (policyKind, error) {
@@ -151,28 +172,55 @@ func cloneCluster(c *Cluster) *Cluster {
 		Flavors: slices.Clone(c.Flavors),
 		Nodes:   slices.Clone(c.Nodes),
 		Queues:  make([]Queue, len(c.Queues)),
+		Cohorts: make([]Cohort, len(c.Cohorts)),
 		Policy:  c.Policy,
+	}
+	if fs := c.Policy.FairSharing; fs != nil {
+		out.Policy.FairSharing = &KueueFairSharing{PreemptionStrategies: slices.Clone(fs.PreemptionStrategies)}
 	}
 	for i, q := range c.Queues {
 		q.Flavors = slices.Clone(q.Flavors)
-		if q.Quotas != nil {
-			m := make(map[string]Quota, len(q.Quotas))
-			for k, v := range q.Quotas {
-				if v.BorrowingLimit != nil {
-					b := *v.BorrowingLimit
-					v.BorrowingLimit = &b
-				}
-				if v.LendingLimit != nil {
-					l := *v.LendingLimit
-					v.LendingLimit = &l
-				}
-				m[k] = v
-			}
-			q.Quotas = m
+		q.Quotas = cloneQuotas(q.Quotas)
+		if m := q.Preemption.BorrowWithinCohortMaxPriority; m != nil {
+			v := *m
+			q.Preemption.BorrowWithinCohortMaxPriority = &v
 		}
 		out.Queues[i] = q
 	}
+	for i, co := range c.Cohorts {
+		co.Quotas = cloneQuotas(co.Quotas)
+		out.Cohorts[i] = co
+	}
 	return out
+}
+
+func cloneQuotas(in map[string]Quota) map[string]Quota {
+	if in == nil {
+		return nil
+	}
+	m := make(map[string]Quota, len(in))
+	for k, v := range in {
+		v.BorrowingLimit = clonePtr(v.BorrowingLimit)
+		v.LendingLimit = clonePtr(v.LendingLimit)
+		for _, rq := range []**ResourceQuota{&v.CPU, &v.Memory} {
+			if *rq != nil {
+				c := **rq
+				c.BorrowingLimit = clonePtr(c.BorrowingLimit)
+				c.LendingLimit = clonePtr(c.LendingLimit)
+				*rq = &c
+			}
+		}
+		m[k] = v
+	}
+	return m
+}
+
+func clonePtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
 }
 
 // buildIndex validates c and derives the index.
@@ -242,7 +290,7 @@ func buildIndex(c *Cluster) (*index, error) {
 			return nil, invalidf("node %q: GPUs %d must be in 1..%d", n.Name, n.GPUs, MaxNodeGPUs)
 		}
 		ix.nodeIdx[n.Name] = i
-		ix.nodes = append(ix.nodes, nodeInfo{name: n.Name, flavor: f, gpus: n.GPUs})
+		ix.nodes = append(ix.nodes, nodeInfo{name: n.Name, flavor: f, gpus: n.GPUs, cpu: n.CPU, mem: n.Memory})
 		fi := &ix.flavors[f]
 		fi.nodes = append(fi.nodes, i)
 		fi.total += n.GPUs
@@ -274,7 +322,57 @@ func buildIndex(c *Cluster) (*index, error) {
 	if err := ix.buildQueues(c); err != nil {
 		return nil, err
 	}
+	if err := ix.buildTree(c); err != nil {
+		return nil, err
+	}
+	if fs := c.Policy.FairSharing; fs != nil {
+		if ix.fair || ix.fcfs {
+			return nil, invalidf("policy: Kueue's Fair Sharing needs mode %s", BestEffortFIFO)
+		}
+		var err error
+		if ix.fs, err = parseStrategies(fs.PreemptionStrategies); err != nil {
+			return nil, err
+		}
+	}
+	for _, n := range c.Nodes {
+		if n.CPU < 0 || n.Memory < 0 {
+			return nil, invalidf("node %q: negative CPU or memory", n.Name)
+		}
+		if n.CPU > 0 || n.Memory > 0 {
+			ix.nodeRes = true
+		}
+	}
+	ix.simple = simpleCluster(c)
 	return ix, nil
+}
+
+// simpleCluster reports whether c uses only what the GPU-only engine
+// models: GPU quotas, cohorts of one level without quota of their own,
+// classical preemption without borrowWithinCohort, Kueue's default
+// flavorFungibility, no Kueue Fair Sharing.
+func simpleCluster(c *Cluster) bool {
+	if c.Policy.FairSharing != nil {
+		return false
+	}
+	for _, co := range c.Cohorts {
+		if co.Parent != "" || len(co.Quotas) > 0 {
+			return false
+		}
+	}
+	for _, q := range c.Queues {
+		p, ff := q.Preemption, q.FlavorFungibility
+		if (p.BorrowWithinCohort != "" && p.BorrowWithinCohort != PreemptNever) ||
+			(ff.WhenCanBorrow != "" && ff.WhenCanBorrow != MayStopSearch) ||
+			(ff.WhenCanPreempt != "" && ff.WhenCanPreempt != TryNextFlavor) || ff.Preference != "" {
+			return false
+		}
+		for _, qt := range q.Quotas {
+			if qt.CPU != nil || qt.Memory != nil {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // buildDomains groups flavor f's nodes into racks and blocks. A node with
@@ -339,6 +437,29 @@ func (ix *index) buildQueues(c *Cluster) error {
 		if math.IsNaN(q.Weight) || math.IsInf(q.Weight, 0) || q.Weight < 0 {
 			return invalidf("queue %q: weight %v must be a finite number >= 0", q.Name, q.Weight)
 		}
+		bwc := false
+		switch q.Preemption.BorrowWithinCohort {
+		case "", PreemptNever:
+		case PreemptLowerPriority:
+			bwc = true
+		default:
+			return invalidf("queue %q: borrowWithinCohort: unknown policy %q (want Never or LowerPriority)", q.Name, q.Preemption.BorrowWithinCohort)
+		}
+		ff := q.FlavorFungibility
+		if ff.WhenCanBorrow != "" && ff.WhenCanBorrow != MayStopSearch && ff.WhenCanBorrow != TryNextFlavor {
+			return invalidf("queue %q: whenCanBorrow %q (want %s or %s)", q.Name, ff.WhenCanBorrow, MayStopSearch, TryNextFlavor)
+		}
+		if ff.WhenCanPreempt != "" && ff.WhenCanPreempt != MayStopSearch && ff.WhenCanPreempt != TryNextFlavor {
+			return invalidf("queue %q: whenCanPreempt %q (want %s or %s)", q.Name, ff.WhenCanPreempt, MayStopSearch, TryNextFlavor)
+		}
+		switch ff.Preference {
+		case "", BorrowingOverPreemption, PreemptionOverBorrowing:
+		default:
+			return invalidf("queue %q: flavorFungibility preference %q (want %s or %s)", q.Name, ff.Preference, BorrowingOverPreemption, PreemptionOverBorrowing)
+		}
+		if ff.Preference != "" && (ff.WhenCanBorrow != TryNextFlavor || ff.WhenCanPreempt != TryNextFlavor) {
+			return invalidf("queue %q: a flavorFungibility preference needs whenCanBorrow and whenCanPreempt TryNextFlavor (as Kueue requires)", q.Name)
+		}
 		within, err := parsePolicy(q.Preemption.WithinClusterQueue, polLower, polLowerOrNewerEqual)
 		if err != nil {
 			return invalidf("queue %q: withinClusterQueue: %v", q.Name, err)
@@ -350,7 +471,10 @@ func (ix *index) buildQueues(c *Cluster) error {
 		if len(q.Flavors) == 0 {
 			return invalidf("queue %q lists no flavors", q.Name)
 		}
-		qi := queueInfo{name: q.Name, cohort: -1, weight: q.Weight, quota: make([]quotaInfo, nf), within: within, reclaim: reclaim}
+		qi := queueInfo{name: q.Name, cohort: -1, weight: q.Weight, quota: make([]quotaInfo, nf), within: within, reclaim: reclaim,
+			bwc: bwc, bwcMax: q.Preemption.BorrowWithinCohortMaxPriority,
+			borrowTryNext: ff.WhenCanBorrow == TryNextFlavor, preemptStop: ff.WhenCanPreempt == MayStopSearch,
+			preferPreempt: ff.Preference == PreemptionOverBorrowing}
 		if qi.weight == 0 {
 			qi.weight = 1
 		}
@@ -368,6 +492,14 @@ func (ix *index) buildQueues(c *Cluster) error {
 			}
 			if qt.Nominal < 0 {
 				return invalidf("queue %q flavor %q: negative nominal quota %d", q.Name, fname, qt.Nominal)
+			}
+			if err := checkQuota(qt); err != nil {
+				return invalidf("queue %q flavor %q: %v", q.Name, fname, err)
+			}
+			for _, rq := range []*ResourceQuota{qt.CPU, qt.Memory} {
+				if rq != nil && rq.LendingLimit != nil && *rq.LendingLimit > rq.Nominal {
+					return invalidf("queue %q flavor %q: a CPU or memory lendingLimit above its nominal quota", q.Name, fname)
+				}
 			}
 			info := quotaInfo{has: true, nominal: qt.Nominal, lendable: qt.Nominal}
 			if qt.LendingLimit != nil {
@@ -409,6 +541,9 @@ func (ix *index) buildQueues(c *Cluster) error {
 			if reclaim == polAny {
 				ci.reclaimAny = true
 			}
+			if reclaim != polNever {
+				ci.reclaimers = true
+			}
 		}
 		ix.queueIdx[q.Name] = i
 		ix.queues = append(ix.queues, qi)
@@ -443,18 +578,25 @@ func (ix *index) possible(f, pods, per int, topo Level) bool {
 	return podCap(fi.full, per, pods)
 }
 
+// coversAll reports whether queue q has quota on flavor f for every
+// resource req asks for: Kueue admits nothing that asks for a resource
+// its ClusterQueue does not cover.
+func (ix *index) coversAll(q, f int, req resVec) bool {
+	if !ix.queues[q].quota[f].has {
+		return false
+	}
+	for r := ResourceCPU; r < numResources; r++ {
+		if req[r] > 0 && !ix.tree.nodes[q].has[fr(f, r)] {
+			return false
+		}
+	}
+	return true
+}
+
 // potential is the most GPUs of flavor f queue q could ever have admitted
-// (Kueue's potentialAvailable): N without a cohort, otherwise the
-// guaranteed part plus the cohort's pool, capped at N+B.
+// (Kueue's potentialAvailable): N without a cohort, otherwise what it
+// keeps plus what its cohort tree could lend it, within borrowing
+// limits.
 func (ix *index) potential(q, f int) int {
-	qi := &ix.queues[q]
-	qt := &qi.quota[f]
-	if qi.cohort < 0 {
-		return qt.nominal
-	}
-	p := qt.guaranteed + ix.cohorts[qi.cohort].pool[f]
-	if qt.borrowSet {
-		p = min(p, qt.nominal+qt.borrow)
-	}
-	return p
+	return int(ix.tree.potential(q, fr(f, ResourceGPU)))
 }

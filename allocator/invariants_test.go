@@ -42,7 +42,7 @@ func checkInvariants(t testing.TB, s *Snapshot) {
 		}
 		q := int(x.q)
 		cl := &s.classes[x.cls]
-		if cl.key != (classKey{q: x.q, gpus: x.w.GPUs, topo: x.w.Topology, pin: cl.key.pin}) {
+		if cl.key != (classKey{q: x.q, gpus: x.w.GPUs, cpu: x.w.CPU, mem: x.w.Memory, topo: x.w.Topology, pin: cl.key.pin}) {
 			t.Errorf("%s: in class %+v", id, cl.key)
 		}
 		if x.fl < 0 {
@@ -140,7 +140,7 @@ func checkInvariants(t testing.TB, s *Snapshot) {
 			if c != s.cohortC[co][f] {
 				t.Errorf("cohort %s flavor %s: use %d, maintained %d", ci.name, ix.flavors[f].name, c, s.cohortC[co][f])
 			}
-			if c > ci.pool[f] {
+			if ix.simple && c > ci.pool[f] {
 				t.Errorf("cohort %s flavor %s: use %d exceeds pool %d", ci.name, ix.flavors[f].name, c, ci.pool[f])
 			}
 		}
@@ -156,6 +156,7 @@ func checkInvariants(t testing.TB, s *Snapshot) {
 			}
 		}
 	}
+	checkGeneral(t, s)
 	checkShadows(t, s)
 	// Orders.
 	for c := range s.classes {
@@ -189,6 +190,69 @@ func checkInvariants(t testing.TB, s *Snapshot) {
 			}
 			if diff := cmpDiff(sums, l.prio, cmp.AllowUnexported(prioSum{})); diff != "" {
 				t.Errorf("priority sums %d/%d:\n%s", q, f, diff)
+			}
+		}
+	}
+}
+
+// checkGeneral recomputes the general engine's state (the cohort tree's
+// usage, the nodes' free CPU and memory) from the admitted workloads and
+// checks that no grant exceeds a quota in any resource (every queue's
+// available quota is at least zero everywhere in its tree) nor a node's
+// CPU or memory.
+func checkGeneral(t testing.TB, s *Snapshot) {
+	t.Helper()
+	ix := s.ix
+	if s.tuse != nil {
+		want := &Snapshot{ix: ix, tuse: make([][]int64, len(ix.tree.nodes))}
+		for n := range want.tuse {
+			want.tuse[n] = make([]int64, ix.tree.nfr)
+		}
+		for _, slot := range s.byID {
+			if x := &s.ws[slot]; x.fl >= 0 {
+				want.tAddReq(int(x.q), int(x.fl), reqOf(&x.w), 1)
+			}
+		}
+		if diff := cmpDiff(want.tuse, s.tuse); diff != "" {
+			t.Errorf("tree usage (-recomputed +maintained):\n%s", diff)
+		}
+		for q := range ix.queues {
+			for i := range ix.tree.nfr {
+				if ix.tree.nodes[q].has[i] && s.tAvailable(q, i) < 0 {
+					t.Errorf("queue %s: %s of flavor %s over quota (available %d)", ix.queues[q].name,
+						frResource(i), ix.flavors[frFlavor(i)].name, s.tAvailable(q, i))
+				}
+			}
+		}
+	} else if !ix.simple {
+		t.Errorf("a general snapshot without tree usage")
+	}
+	if s.nodeCPU != nil {
+		cpu := make([]int64, len(ix.nodes))
+		mem := make([]int64, len(ix.nodes))
+		for n, ni := range ix.nodes {
+			cpu[n], mem[n] = ni.cpu, ni.mem
+		}
+		for _, slot := range s.byID {
+			x := &s.ws[slot]
+			if x.fl < 0 || len(x.nodes) == 0 {
+				continue
+			}
+			per := reqOf(&x.w).perPod(int32(len(x.nodes)))
+			for _, n := range x.nodes {
+				cpu[n] -= per[ResourceCPU]
+				mem[n] -= per[ResourceMemory]
+			}
+		}
+		if diff := cmpDiff(cpu, s.nodeCPU); diff != "" {
+			t.Errorf("node free CPU (-recomputed +maintained):\n%s", diff)
+		}
+		if diff := cmpDiff(mem, s.nodeMem); diff != "" {
+			t.Errorf("node free memory (-recomputed +maintained):\n%s", diff)
+		}
+		for n, ni := range ix.nodes {
+			if (ni.cpu > 0 && cpu[n] < 0) || (ni.mem > 0 && mem[n] < 0) {
+				t.Errorf("node %s over its CPU or memory: %d millicores, %d bytes free", ni.name, cpu[n], mem[n])
 			}
 		}
 	}
@@ -235,6 +299,8 @@ type stateView struct {
 	Used, CohortC       [][]int
 	Running, Pending    []int
 	Usage               []float64
+	TreeUse             [][]int64
+	NodeCPU, NodeMem    []int64
 	Classes             map[string][]string
 	Admitted            map[string][]string
 	PrioSums            map[string]string
@@ -254,6 +320,9 @@ func viewOf(s *Snapshot) stateView {
 		Running:   slices.Clone(s.running),
 		Pending:   slices.Clone(s.nPending),
 		Usage:     slices.Clone(s.usage),
+		TreeUse:   clone2(s.tuse),
+		NodeCPU:   slices.Clone(s.nodeCPU),
+		NodeMem:   slices.Clone(s.nodeMem),
 		Classes:   map[string][]string{},
 		Admitted:  map[string][]string{},
 		PrioSums:  map[string]string{},

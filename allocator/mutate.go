@@ -70,7 +70,7 @@ func (s *Snapshot) add(w Workload) (int32, error) {
 		}
 	}
 	w.Admission = nil
-	cls := s.classFor(q, w.GPUs, w.Topology, pin, cands)
+	cls := s.classFor(q, reqOf(&w), w.Topology, pin, cands)
 	slot := s.newSlot()
 	s.ws[slot] = wl{w: w, live: true, q: int32(q), cls: cls, fl: -1}
 	s.byID[w.ID] = slot
@@ -169,8 +169,15 @@ func (s *Snapshot) Reserve(id string, a Admission) (undo func(), err error) {
 	if !s.sameDomain(x.w.Topology, nodes) {
 		return nil, fmt.Errorf("%w: workload %q requires one %s, but the admission spans several", ErrState, id, x.w.Topology)
 	}
-	if avail := s.available(int(x.q), int(c.f)); x.w.GPUs > avail {
+	if avail := s.available(int(x.q), int(c.f)); s.ix.simple && x.w.GPUs > avail {
 		return nil, fmt.Errorf("%w: workload %q needs %d GPUs of flavor %q but queue %q has %d available", ErrState, id, x.w.GPUs, a.Flavor, x.w.Queue, max(0, avail))
+	}
+	if !s.ix.simple {
+		for r, v := range reqOf(&x.w) {
+			if avail := s.tAvailable(int(x.q), fr(int(c.f), Resource(r))); v > 0 && v > avail {
+				return nil, fmt.Errorf("%w: workload %q needs %d %s of flavor %q but queue %q has %d available", ErrState, id, v, Resource(r), a.Flavor, x.w.Queue, max(0, avail))
+			}
+		}
 	}
 	s.admit(slot, c, nodes, ad)
 	s.ver++
@@ -299,6 +306,7 @@ func (s *Snapshot) occupy(slot int32) {
 		s.setFree(int(n), s.nodeFree[n]-x.per)
 	}
 	s.addUsed(int(x.q), int(x.fl), x.w.GPUs)
+	s.occupyRes(x, 1)
 }
 
 func (s *Snapshot) vacate(slot int32) {
@@ -308,6 +316,22 @@ func (s *Snapshot) vacate(slot int32) {
 		s.setFree(int(n), s.nodeFree[n]+x.per)
 	}
 	s.addUsed(int(x.q), int(x.fl), -x.w.GPUs)
+	s.occupyRes(x, -1)
+}
+
+// occupyRes keeps the general engine's state in step: the tree's usage
+// and the nodes' free CPU and memory.
+func (s *Snapshot) occupyRes(x *wl, sign int64) {
+	if s.tuse != nil {
+		s.tAddReq(int(x.q), int(x.fl), reqOf(&x.w), sign)
+	}
+	if s.nodeCPU != nil && (x.w.CPU > 0 || x.w.Memory > 0) && len(x.nodes) > 0 {
+		per := reqOf(&x.w).perPod(int32(len(x.nodes)))
+		for _, n := range x.nodes {
+			s.nodeCPU[n] -= sign * per[ResourceCPU]
+			s.nodeMem[n] -= sign * per[ResourceMemory]
+		}
+	}
 }
 
 // setFree changes node n's free count, keeping every bucket in step.

@@ -252,6 +252,8 @@ type scratch struct {
 	domHave    []int
 	domSeen    []bool
 	domTouched []int
+	// classicalTargets' candidate lists
+	same, hier, prio, all []pcand
 }
 
 func (s *Snapshot) scratchBuf() *scratch {

@@ -282,7 +282,7 @@ func TestPropertyPolicies(t *testing.T) {
 					if diff := cmpDiff(want, evs(s.Schedule())); diff != "" {
 						t.Fatalf("step %d: Schedule differs from its definition (-want +got):\n%s", step, diff)
 					}
-					if diff := cmpDiff(viewOf(naive), viewOf(s)); diff != "" {
+					if diff := cmpDiff(engineView(naive), engineView(s)); diff != "" {
 						t.Fatalf("step %d: state differs:\n%s", step, diff)
 					}
 				case 2:

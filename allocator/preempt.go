@@ -27,28 +27,10 @@ import (
 //     preemptor fits by quota and placement, then add back, in reverse
 //     order, every one it still fits without.
 
-// autoPreempt finds victims for the pending workload in slot under its
-// queue's policy, on the first flavor where that works.
-func (s *Snapshot) autoPreempt(slot int32) ([]int32, cand, bool) {
-	x := &s.ws[slot]
-	qi := &s.ix.queues[x.q]
-	if s.ix.fcfs || (qi.within == polNever && (qi.cohort < 0 || qi.reclaim == polNever)) {
-		return nil, cand{}, false
-	}
-	for i, c := range s.classes[x.cls].cands {
-		if c.never || !s.preemptionPossible(slot, c) {
-			continue
-		}
-		if v := s.getTargets(slot, i); len(v) > 0 {
-			return v, c, true
-		}
-	}
-	return nil, cand{}, false
-}
-
 // preemptionPossible is a cheap necessary condition for getTargets to
-// succeed: enough GPUs and quota would be free if every candidate left.
-func (s *Snapshot) preemptionPossible(slot int32, c cand) bool {
+// succeed: enough GPUs (when nodes count) and quota would be free if
+// every candidate left.
+func (s *Snapshot) preemptionPossible(slot int32, c cand, place bool) bool {
 	x := &s.ws[slot]
 	q, f, g, p := int(x.q), int(c.f), x.w.GPUs, x.w.Priority
 	qi := &s.ix.queues[q]
@@ -73,7 +55,7 @@ func (s *Snapshot) preemptionPossible(slot int32, c cand) bool {
 			}
 		}
 	}
-	if own+others == 0 || g > s.fl[f].free+own+others {
+	if own+others == 0 || (place && g > s.fl[f].free+own+others) {
 		return false
 	}
 	return g <= s.availableWith(q, f, s.used[q][f]-own, others)
@@ -88,13 +70,21 @@ func (s *Snapshot) mayReclaim(q, f int) bool {
 	return qi.cohort >= 0 && qi.reclaim != polNever && s.used[q][f] < qi.quota[f].nominal
 }
 
-// getTargets is Kueue's GetTargets for the class's i-th candidate flavor.
-func (s *Snapshot) getTargets(slot int32, i int) []int32 {
+// getTargets is Kueue's GetTargets for the class's i-th candidate flavor,
+// with the preemptor's pods placed on nodes (place), or, as Kueue's
+// preemption oracle does, by quota alone. With reclaimOnly it returns
+// the targets only when they are all other queues' (the search then
+// stops short of the queue's own candidates: it reclaims exactly when
+// removing other queues' candidates alone makes room).
+func (s *Snapshot) getTargets(slot int32, i int, place, reclaimOnly bool) []int32 {
 	x := &s.ws[slot]
 	cl := &s.classes[x.cls]
 	c := cl.cands[i]
 	q, f, p := int(x.q), int(c.f), x.w.Priority
 	qi := &s.ix.queues[q]
+	if s.ix.fcfs || (qi.within == polNever && (qi.cohort < 0 || qi.reclaim == polNever)) || !s.preemptionPossible(slot, c, place) {
+		return nil
+	}
 	// Kueue tries other queues' workloads only when the queue is below
 	// its nominal quota; otherwise (or when there are none) only its own,
 	// with borrowing allowed. Either way the search cannot succeed unless
@@ -102,13 +92,13 @@ func (s *Snapshot) getTargets(slot int32, i int) []int32 {
 	// answer cheaply; with only its own candidates, removing more only
 	// helps, so that answer is also the search's.
 	reclaim := s.mayReclaim(q, f) && s.othersHaveCandidates(q, f, p)
-	if !s.fitsWithout(q, &x.w, x.w.Topology, c, reclaim) {
+	if (reclaimOnly && !reclaim) || !s.fitsWithout(q, &x.w, x.w.Topology, c, reclaim, place) {
 		return nil
 	}
 	sc := s.scratchBuf()
 	own := sc.own[:0]
 	defer func() { sc.own = own[:0] }()
-	if qi.within != polNever {
+	if qi.within != polNever && !reclaimOnly {
 		for _, v := range s.adm[q][f].slots {
 			w := &s.ws[v].w
 			if w.Priority > p {
@@ -120,9 +110,9 @@ func (s *Snapshot) getTargets(slot int32, i int) []int32 {
 		}
 	}
 	if !reclaim {
-		return s.minimalSet(slot, c, own, true)
+		return s.minimalSet(slot, c, own, true, place)
 	}
-	if s.cachedMiss(cl, i, &x.w) {
+	if s.cachedMiss(cl, i, &x.w, place) {
 		return nil
 	}
 	// Other queues' candidates, merged in victim order from their
@@ -143,19 +133,22 @@ func (s *Snapshot) getTargets(slot int32, i int) []int32 {
 	}
 	// Reclaim without borrowing: run the removal on scratch counts first
 	// (it succeeds iff the search does), then the search for the set.
-	if visited, ok := s.greedyFits(q, x.w.GPUs, x.w.Topology, c, lists, own); ok {
+	if visited, ok := s.greedyFits(q, x.w.GPUs, x.w.Topology, c, lists, own, place); ok {
 		// The search removes candidates in the same order and stops at
 		// the same point: the candidates greedyFits visited suffice.
-		if v := s.minimalSet(slot, c, visited, false); len(v) > 0 {
+		if v := s.minimalSet(slot, c, visited, false, place); len(v) > 0 {
 			return v
 		}
-		return s.minimalSet(slot, c, append(s.mergeVictims(lists), own...), false)
+		return s.minimalSet(slot, c, append(s.mergeVictims(lists), own...), false, place)
+	}
+	if reclaimOnly {
+		return nil
 	}
 	// Own workloads only, borrowing allowed.
-	if len(own) > 0 && s.fitsWithout(q, &x.w, x.w.Topology, c, false) {
-		return s.minimalSet(slot, c, own, true)
+	if len(own) > 0 && s.fitsWithout(q, &x.w, x.w.Topology, c, false, place) {
+		return s.minimalSet(slot, c, own, true, place)
 	}
-	s.rememberMiss(cl, i, &x.w)
+	s.rememberMiss(cl, i, &x.w, place)
 	return nil
 }
 
@@ -183,7 +176,7 @@ func (s *Snapshot) othersHaveCandidates(q, f int, p int32) bool {
 // then own, and reports whether gpus GPUs of queue q fit on c at some
 // point, and the candidates it removed up to there, in order (in a
 // scratch buffer, valid until the next call). s is unchanged.
-func (s *Snapshot) greedyFits(q, gpus int, topo Level, c cand, lists [][]int32, own []int32) ([]int32, bool) {
+func (s *Snapshot) greedyFits(q, gpus int, topo Level, c cand, lists [][]int32, own []int32, place bool) ([]int32, bool) {
 	f, pods, k := int(c.f), int(c.pods), int(c.per)
 	sc := s.liftScratch()
 	defer s.unlift(sc)
@@ -194,7 +187,10 @@ func (s *Snapshot) greedyFits(q, gpus int, topo Level, c cand, lists [][]int32, 
 		sc.u[r] = s.used[r][f]
 	}
 	st := &s.fl[f]
-	placed := s.feasible(c, topo)
+	placed := !place || s.feasible(c, topo)
+	if !place {
+		topo = -1 // nodes do not count: no placement bookkeeping below
+	}
 	have, maxFree := 0, 0
 	switch topo {
 	case LevelNone:
@@ -267,6 +263,9 @@ func (s *Snapshot) greedyFits(q, gpus int, topo Level, c cand, lists [][]int32, 
 		}
 		sc.u[r] -= g
 		for _, n := range x.nodes {
+			if !place {
+				break
+			}
 			if !sc.seen[n] {
 				sc.seen[n] = true
 				sc.h[n] = s.nodeFree[n]
@@ -297,10 +296,11 @@ func (s *Snapshot) greedyFits(q, gpus int, topo Level, c cand, lists [][]int32, 
 				}
 			}
 		}
-		switch topo {
-		case LevelNone:
+		switch {
+		case !place:
+		case topo == LevelNone:
 			placed = have >= pods
-		case LevelHost:
+		case topo == LevelHost:
 			placed = maxFree >= pods*k
 		}
 		if placed && sc.u[q]+gpus <= nominal && gpus <= s.availableWith(q, f, sc.u[q], freed) {
@@ -355,18 +355,19 @@ func (s *Snapshot) mergeVictims(lists [][]int32) []int32 {
 }
 
 // minimalSet removes candidates in order until the workload in slot fits
-// on c, then adds back every one it does not need. s is unchanged.
-func (s *Snapshot) minimalSet(slot int32, c cand, cands []int32, allowBorrow bool) []int32 {
+// on c (on nodes too when place), then adds back every one it does not
+// need. s is unchanged.
+func (s *Snapshot) minimalSet(slot int32, c cand, cands []int32, allowBorrow, place bool) []int32 {
 	x := &s.ws[slot]
-	return s.minimal(int(x.q), x.w.GPUs, x.w.Topology, c, cands, allowBorrow, true)
+	return s.minimal(int(x.q), x.w.GPUs, x.w.Topology, c, cands, allowBorrow, true, place)
 }
 
 // minimal is the search behind minimalSet and ProposeVictims for gpus GPUs
 // of queue q. With onlyBorrowers, another queue's workload is skipped once
 // that queue no longer borrows on the flavor.
-func (s *Snapshot) minimal(q, gpus int, topo Level, c cand, cands []int32, allowBorrow, onlyBorrowers bool) []int32 {
+func (s *Snapshot) minimal(q, gpus int, topo Level, c cand, cands []int32, allowBorrow, onlyBorrowers, place bool) []int32 {
 	f := int(c.f)
-	fit := func() bool { return s.fitsQuota(q, f, gpus, allowBorrow) && s.feasible(c, topo) }
+	fit := func() bool { return s.fitsQuota(q, f, gpus, allowBorrow) && (!place || s.feasible(c, topo)) }
 	var removed []int32
 	fits := false
 	for _, v := range cands {
@@ -439,7 +440,12 @@ func (s *Snapshot) ProposeVictims(w Workload) (victims []string, a Admission, ok
 			}
 		}
 		slices.SortFunc(pool, func(a, b int32) int { return victimCmp(&s.ws[a], &s.ws[b]) })
-		set := s.minimal(q, w.GPUs, w.Topology, c, pool, true, false)
+		var set []int32
+		if s.ix.simple {
+			set = s.minimal(q, w.GPUs, w.Topology, c, pool, true, false, true)
+		} else {
+			set = s.minimalGeneral(q, &w, c, pool)
+		}
 		if set != nil && (!found || len(set) < len(best)) {
 			best, bestC, found = set, c, true
 		}
@@ -450,7 +456,7 @@ func (s *Snapshot) ProposeVictims(w Workload) (victims []string, a Admission, ok
 	for _, v := range best {
 		s.vacate(v)
 	}
-	nodes := s.place(bestC, w.Topology, w.ID)
+	nodes := s.placeFor(bestC, &w)
 	for i := len(best) - 1; i >= 0; i-- {
 		s.occupy(best[i])
 	}
@@ -500,7 +506,7 @@ func (s *Snapshot) Preempt(id string, victims []string) ([]Event, error) {
 		s.unadmit(v, true)
 	}
 	x := &s.ws[slot]
-	c, nodes, ok := s.fitClass(s.classes[x.cls].cands, x.w.GPUs, int(x.q), x.w.Topology, x.w.ID)
+	c, nodes, ok := s.fitAny(int(x.q), &x.w, s.classes[x.cls].cands)
 	if !ok {
 		reason := s.diagnoseSlot(slot)
 		for i := len(saved) - 1; i >= 0; i-- {
@@ -517,4 +523,38 @@ func (s *Snapshot) Preempt(id string, victims []string) ([]Event, error) {
 	s.admitNow(nil, slot, c, nodes, emit)
 	s.ver++
 	return out, nil
+}
+
+// minimalGeneral is minimal for ProposeVictims in the general engine:
+// workload w of queue q, every resource and the tree's quota.
+func (s *Snapshot) minimalGeneral(q int, w *Workload, c cand, cands []int32) []int32 {
+	f, req := int(c.f), reqOf(w)
+	fit := func() bool { return s.quotaFits(q, f, req) && s.feasibleFor(c, w, w.Topology) }
+	var removed []int32
+	fits := false
+	for _, v := range cands {
+		s.vacate(v)
+		removed = append(removed, v)
+		if fit() {
+			fits = true
+			break
+		}
+	}
+	if fits {
+		for i := len(removed) - 2; i >= 0; i-- {
+			s.occupy(removed[i])
+			if fit() {
+				removed = slices.Delete(removed, i, i+1)
+			} else {
+				s.vacate(removed[i])
+			}
+		}
+	}
+	for i := len(removed) - 1; i >= 0; i-- {
+		s.occupy(removed[i])
+	}
+	if !fits {
+		return nil
+	}
+	return removed
 }

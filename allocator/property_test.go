@@ -120,7 +120,7 @@ func TestPropertyInvariants(t *testing.T) {
 	for seed := range uint64(propertyCases) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(seed, 1))
-			s, _ := randomState(t, r)
+			s, _ := randomStateKind(t, r, seed%2 == 1)
 			checkInvariants(t, s)
 			next := 100
 			for step := range 40 {
@@ -177,7 +177,7 @@ func TestPropertyUndo(t *testing.T) {
 	for seed := range uint64(propertyCases) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(seed, 2))
-			s, _ := randomState(t, r)
+			s, _ := randomStateKind(t, r, seed%2 == 1)
 			s.Advance(s.Now().Add(time.Hour), nil)
 			ops := map[string]func() (func(), error){
 				"add": func() (func(), error) {
@@ -265,7 +265,7 @@ func TestPropertyScheduleMatchesDefinition(t *testing.T) {
 				if diff := cmpDiff(want, got); diff != "" {
 					t.Fatalf("Schedule differs from its definition (-want +got):\n%s", diff)
 				}
-				if diff := cmpDiff(viewOf(naive), viewOf(s)); diff != "" {
+				if diff := cmpDiff(engineView(naive), engineView(s)); diff != "" {
 					t.Fatalf("state differs:\n%s", diff)
 				}
 				checkInvariants(t, s)
@@ -283,7 +283,7 @@ func TestPropertyDeterminism(t *testing.T) {
 	for seed := range uint64(propertyCases / 3) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(seed, 4))
-			s, _ := randomState(t, r)
+			s, _ := randomStateKind(t, r, seed%2 == 1)
 			for i := range 20 {
 				s.Add(randomWorkload(r, s.Cluster(), fmt.Sprintf("p%02d", i)))
 			}
@@ -326,7 +326,7 @@ func TestPropertyEstimates(t *testing.T) {
 	for seed := range uint64(propertyCases / 3) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(seed, 5))
-			s, _ := randomState(t, r)
+			s, _ := randomStateKind(t, r, seed%2 == 1)
 			for i := range 15 {
 				s.Add(randomWorkload(r, s.Cluster(), fmt.Sprintf("p%02d", i)))
 			}
@@ -437,7 +437,7 @@ func TestPropertyShadows(t *testing.T) {
 						if others && qi.cohort < 0 {
 							continue
 						}
-						got := s.fitsWithout(q, &x.w, x.w.Topology, c, others)
+						got := s.fitsWithout(q, &x.w, x.w.Topology, c, others, true)
 						var gone []int32
 						for v := range s.ws {
 							y := &s.ws[v]

@@ -3,109 +3,46 @@ package allocator
 import (
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"testing"
 	"time"
 )
 
-// The scheduling cycle skips classes, caches preemption answers and
-// keeps shadows; these tests hold it to its definition, written plainly.
+// The GPU-only engine skips classes, caches preemption answers and keeps
+// shadows; these tests hold it to the general engine, the plain
+// transcription of Kueue's cycle (kueue_cycle.go, kueue_assign.go,
+// kueue_preempt.go), on the clusters both handle.
 
-// naiveSchedule is the cycle's definition, without classes: repeatedly
-// take the untried pending workload first in order (shares recomputed),
-// fit it or preempt for it; victims are not retried in the same cycle.
-func naiveSchedule(s *Snapshot) []string {
-	var out []string
-	emit := func(k EventKind, slot, by int32) {
-		e := string(k) + ":" + s.ws[slot].w.ID
-		if by >= 0 {
-			e += "<" + s.ws[by].w.ID
-		}
-		out = append(out, e)
+// toGeneral makes s, a snapshot of a simple cluster, run the general
+// engine: its own index with the tree's usage built from what is
+// admitted.
+func toGeneral(s *Snapshot) *Snapshot {
+	ix := *s.ix
+	ix.simple = false
+	s.ix = &ix
+	s.tuse = make([][]int64, len(ix.tree.nodes))
+	for n := range s.tuse {
+		s.tuse[n] = make([]int64, ix.tree.nfr)
 	}
-	tried := map[int32]bool{}
-	for {
-		best := int32(-1)
-		var bestKey orderKey
-		for _, c := range s.classes {
-			for _, m := range c.members {
-				if tried[m] {
-					continue
-				}
-				if k := s.keyOf(m); best < 0 || cmpKey(&k, &bestKey) < 0 {
-					best, bestKey = m, k
-				}
-			}
-		}
-		if best < 0 {
-			return out
-		}
-		tried[best] = true
-		x := &s.ws[best]
-		if c, nodes, ok := s.fitClass(s.classes[x.cls].cands, x.w.GPUs, int(x.q), x.w.Topology, x.w.ID); ok {
-			s.admitNow(nil, best, c, nodes, emit)
-			continue
-		}
-		if victims, c, ok := referencePreempt(s, best); ok {
-			if s.preemptAndAdmit(nil, best, victims, c, emit) {
-				for _, v := range victims {
-					tried[v] = true
-				}
-			}
+	for slot := range s.ws {
+		x := &s.ws[slot]
+		if x.live && x.fl >= 0 {
+			s.tAddReq(int(x.q), int(x.fl), reqOf(&x.w), 1)
 		}
 	}
+	return s
 }
 
-// referencePreempt is Kueue's GetTargets written plainly: no quick
-// checks, shadows or caches.
-func referencePreempt(s *Snapshot, slot int32) ([]int32, cand, bool) {
-	if s.ix.fcfs { // FirstComeFirstServed never preempts
-		return nil, cand{}, false
-	}
-	x := &s.ws[slot]
-	q, p := int(x.q), x.w.Priority
-	qi := &s.ix.queues[q]
-	for _, c := range s.classes[x.cls].cands {
-		f := int(c.f)
-		var own, others []int32
-		for v := range s.ws {
-			y := &s.ws[v]
-			if !y.live || int(y.fl) != f {
-				continue
-			}
-			switch {
-			case int(y.q) == q:
-				if qi.within != polNever && (y.w.Priority < p ||
-					(qi.within == polLowerOrNewerEqual && y.w.Priority == p && y.w.Created.After(x.w.Created))) {
-					own = append(own, int32(v))
-				}
-			case qi.cohort >= 0 && qi.reclaim != polNever && s.ix.queues[y.q].cohort == qi.cohort && s.borrowing(int(y.q), f):
-				if qi.reclaim == polAny || y.w.Priority < p {
-					others = append(others, int32(v))
-				}
-			}
-		}
-		byVictim := func(a, b int32) int { return victimCmp(&s.ws[a], &s.ws[b]) }
-		slices.SortFunc(own, byVictim)
-		slices.SortFunc(others, byVictim)
-		var t []int32
-		switch {
-		case len(own)+len(others) == 0:
-		case len(others) == 0:
-			t = s.minimalSet(slot, c, own, true)
-		default:
-			if s.used[q][f] < qi.quota[f].nominal {
-				t = s.minimalSet(slot, c, append(slices.Clone(others), own...), false)
-			}
-			if len(t) == 0 {
-				t = s.minimalSet(slot, c, own, true)
-			}
-		}
-		if len(t) > 0 {
-			return t, c, true
-		}
-	}
-	return nil, cand{}, false
+// engineView is viewOf without what only the general engine keeps.
+func engineView(s *Snapshot) stateView {
+	v := viewOf(s)
+	v.TreeUse = nil
+	return v
+}
+
+// naiveSchedule runs the general engine's Schedule on s (which it turns
+// into a general snapshot) and lists the events as evs does.
+func naiveSchedule(s *Snapshot) []string {
+	return evs(toGeneral(s).Schedule())
 }
 
 // TestScheduleMatchesDefinitionBusy compares the cycle with its definition
@@ -139,11 +76,14 @@ func TestScheduleMatchesDefinitionBusy(t *testing.T) {
 				naive := s.Clone()
 				want := naiveSchedule(naive)
 				events := s.Schedule()
+				if diff := cmpDiff(engineView(naive), engineView(s)); diff != "" {
+					t.Fatalf("step %d: state differs from the general engine's:\n%s", step, diff)
+				}
 				for _, e := range events {
 					kinds[e.Kind]++
 				}
 				if diff := cmpDiff(want, evs(events)); diff != "" {
-					t.Fatalf("step %d: Schedule differs from its definition (-want +got):\n%s", step, diff)
+					t.Fatalf("step %d: Schedule differs from the general engine (-want +got):\n%s", step, diff)
 				}
 				// End a few running workloads and add new ones.
 				for range 1 + r.IntN(6) {

@@ -14,7 +14,7 @@ func TestPropertyRunner(t *testing.T) {
 	for seed := range uint64(propertyCases / 3) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(seed, 11))
-			s, _ := randomState(t, r)
+			s, _ := randomStateKind(t, r, seed%2 == 1)
 			plain := s.Clone()
 			// Ends: a per-workload runtime from its ID, so that both sides
 			// agree and runtimes differ from Duration.

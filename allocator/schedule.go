@@ -5,49 +5,60 @@ import (
 	"time"
 )
 
-// A scheduling cycle, modelled on Kueue's scheduler.schedule, runs in
-// numbered phases over the snapshot:
-//
-//  1. Heads: every queue offers its pending workloads in static order
-//     (priority, Created, ID); the cycle merges the queues by the full
-//     admission order (see Order), recomputing each queue's share after
-//     every admission so that entry penalties reorder the rest of the
-//     cycle.
-//  2. Fit: the next workload is admitted on the first of its flavors
-//     where it fits by quota (borrowing allowed) and by placement.
-//  3. Preempt: otherwise its queue's automatic preemption policy may
-//     name victims on the first flavor where that works (see preempt.go);
-//     they are evicted and the workload admitted at once.
-//  4. Skip: otherwise it stays pending and the cycle moves on
-//     (BestEffortFIFO: it does not block the workloads behind it).
-//  5. Requeue: victims become pending again at the end of the cycle, so
-//     a cycle considers each workload at most once.
+// The GPU-only engine: the same cycles as the general engine
+// (kueue_cycle.go, whose comment is the definition), for the clusters
+// that use only GPU quotas, cohorts of one level without quota of their
+// own, classical preemption and Kueue's default flavorFungibility (see
+// simpleCluster), with the arithmetic of one cohort level (quota.go)
+// and the preemption search's caches (preempt.go, shadow.go). Tests hold
+// it to the general engine (reference_test.go).
 //
 // Workloads with identical requirements (queue, GPUs, topology, pinned
-// flavor) form a class. Within one cycle usage only grows until something
-// is evicted, so once a class's head fails both fit and preemption, the
-// rest of the class would fail too: the class is skipped until a
-// preemption frees GPUs (or, for ReclaimWithinCohort Any, until another
-// queue of the cohort admits work while borrowing, which adds candidates). The result is exactly that of
-// trying every pending workload in turn, at a cost per cycle of the
-// number of classes rather than the number of pending workloads.
+// flavor) form a class; each queue keeps its classes with untried
+// members in a heap by their first member, so a cycle's heads are the
+// heaps' tops. A class whose head is inadmissible is dropped (the rest
+// could only fail the same way) until quota is released, when every
+// class starts again from its first member, or, for a queue that
+// reclaims, until a queue of its cohort admits work while borrowing. A
+// cycle costs its heads, so Schedule costs about the number of distinct
+// requirements rather than of pending workloads.
 
 type cycleState struct {
-	cursor   []int32   // per class: members before it have been tried
-	heaps    [][]int32 // per queue: classes with untried members, by head
-	droppedL []int32   // classes skipped until the state changes
-	deferred []int32   // victims, filed back as pending at the end
+	cursor   []int32   // per class: members before it were tried
+	dropped  []bool    // per class
+	heaps    [][]int32 // per queue: live classes with untried members, by head
+	heads    []fentry
+	undrop   []int  // cohorts where a queue admitted while borrowing
+	wake     []bool // scratch: per queue, its dropped classes live again
+	released bool   // quota was released (a preemption) this cycle
+	relFl    []bool // on these flavors
+	reserved []reservation
+	// one: the AdmissionFairSharing and FirstComeFirstServed modes take
+	// one head a cycle, in the global order; cur is the last one's place.
+	one      bool
 	cur      orderKey
+	deferred []int32 // one head a cycle: victims, pending again at the end
+}
+
+type fentry struct {
+	q    int
+	c    int32
+	n    nomination
+	peek bool // the class is still at the top of its queue's heap
 }
 
 // sink receives what a cycle does: by is the preemptor's slot for
 // EventPreempted, -1 otherwise.
 type sink func(kind EventKind, slot, by int32)
 
-// Schedule runs one scheduling cycle at Now (mutating s): it admits
-// pending work in Order, applying the queues' automatic preemption
-// policies, and returns EventPreempted for victims (By = the preemptor)
-// and EventAdmitted, in the order they happened.
+// Schedule runs admission cycles at Now (mutating s) until no queue
+// offers a workload that could be admitted: Kueue's scheduling cycles,
+// in which each queue offers its next pending workload, the heads are
+// ordered, and each is admitted if it fits, after preempting the victims
+// its queue's policy finds if it needs to, or else waits without
+// blocking the ones behind it (see kueue_cycle.go). It returns
+// EventPreempted for victims (By = the preemptor) and EventAdmitted, in
+// the order they happened.
 func (s *Snapshot) Schedule() []Event {
 	var out []Event
 	s.schedule(func(k EventKind, slot, by int32) { out = append(out, s.event(k, slot, by)) })
@@ -68,42 +79,77 @@ func (s *Snapshot) event(k EventKind, slot, by int32) Event {
 }
 
 func (s *Snapshot) schedule(emit sink) {
+	if !s.ix.simple {
+		s.scheduleGeneral(emit)
+		return
+	}
 	cy, pending := s.beginCycle()
 	if !pending {
 		return
 	}
-	for {
-		slot, c, ok := s.nextPending(cy)
-		if !ok {
+	one := cy.one
+	preempted := map[int32]bool{}
+	for range 4*len(s.byID) + 64 {
+		// 1. Heads.
+		heads := cy.heads[:0]
+		if one {
+			bq := -1
+			var best orderKey
+			for q, h := range cy.heaps {
+				if len(h) == 0 {
+					continue
+				}
+				if k := s.keyOf(s.head(cy, h[0])); bq < 0 || cmpKey(&k, &best) < 0 {
+					bq, best = q, k
+				}
+			}
+			if bq >= 0 {
+				heads = append(heads, fentry{q: bq, c: cy.heaps[bq][0], peek: true})
+			}
+		} else {
+			for q, h := range cy.heaps {
+				if len(h) > 0 {
+					heads = append(heads, fentry{q: q, c: s.popClass(cy, q)})
+				}
+			}
+		}
+		cy.heads = heads
+		if len(heads) == 0 {
 			break
 		}
-		cy.cur = s.keyOf(slot)
-		x := &s.ws[slot]
-		cl := &s.classes[c]
-		// Phase 2: fit.
-		if cd, nodes, ok := s.fitClass(cl.cands, x.w.GPUs, int(x.q), x.w.Topology, x.w.ID); ok {
-			s.admitNow(cy, slot, cd, nodes, emit)
-			s.requeueClass(cy, c)
-			continue
+		// 2. Nominate.
+		for i := range heads {
+			heads[i].n = s.nominateFast(s.head(cy, heads[i].c))
 		}
-		// Phase 3: preempt.
-		if victims, cd, ok := s.autoPreempt(slot); ok && s.preemptAndAdmit(cy, slot, victims, cd, emit) {
-			s.requeueClass(cy, c)
-			s.undrop(cy, -1)
-			continue
+		// 3. Order.
+		if !one && len(heads) > 1 {
+			slices.SortFunc(heads, func(a, b fentry) int {
+				return s.classicalCmp(&gentry{n: a.n}, &gentry{n: b.n})
+			})
 		}
-		// Phase 4: skip this workload and the rest of its class.
-		cy.cursor[c]++
-		cy.droppedL = append(cy.droppedL, c)
+		// 4. Admit.
+		clear(preempted)
+		for i := range heads {
+			if one {
+				cy.cur = s.keyOf(heads[i].n.slot)
+			}
+			s.processFast(cy, &heads[i], preempted, emit)
+		}
+		// 5. Release, and the heads' classes back in their heaps.
+		for _, r := range cy.reserved {
+			s.reserveGPUs(r.q, r.f, -int(r.v[ResourceGPU]))
+		}
+		cy.reserved = cy.reserved[:0]
+		s.endCycle(cy)
 	}
-	// Phase 5: requeue the victims.
 	for _, v := range cy.deferred {
 		s.insertMember(s.ws[v].cls, v)
 	}
 	cy.deferred = cy.deferred[:0]
 }
 
-// beginCycle is phase 1. It reports whether anything is pending.
+// beginCycle builds the queues' heaps. It reports whether anything is
+// pending.
 func (s *Snapshot) beginCycle() (*cycleState, bool) {
 	s.cycleNo++
 	if s.cycleNo%16 == 0 {
@@ -117,17 +163,28 @@ func (s *Snapshot) beginCycle() (*cycleState, bool) {
 	n := len(s.classes)
 	cy.cursor = slices.Grow(cy.cursor[:0], n)[:n]
 	clear(cy.cursor)
-	cy.droppedL = cy.droppedL[:0]
-	cy.deferred = cy.deferred[:0]
+	cy.dropped = slices.Grow(cy.dropped[:0], n)[:n]
+	clear(cy.dropped)
+	cy.undrop, cy.released, cy.reserved = cy.undrop[:0], false, cy.reserved[:0]
+	if len(cy.relFl) != len(s.ix.flavors) {
+		cy.relFl = make([]bool, len(s.ix.flavors))
+	}
+	clear(cy.relFl)
+	cy.one, cy.cur, cy.deferred = s.ix.fair || s.ix.fcfs, orderKey{}, cy.deferred[:0]
 	if len(cy.heaps) != len(s.ix.queues) {
 		cy.heaps = make([][]int32, len(s.ix.queues))
 	}
+	return cy, s.fillHeaps(cy)
+}
+
+// fillHeaps puts every class with untried members in its queue's heap.
+func (s *Snapshot) fillHeaps(cy *cycleState) bool {
 	for q := range cy.heaps {
 		cy.heaps[q] = cy.heaps[q][:0]
 	}
 	pending := false
 	for c := range s.classes {
-		if len(s.classes[c].members) > 0 {
+		if !cy.dropped[c] && int(cy.cursor[c]) < len(s.classes[c].members) {
 			q := s.classes[c].key.q
 			cy.heaps[q] = append(cy.heaps[q], int32(c))
 			pending = true
@@ -139,7 +196,104 @@ func (s *Snapshot) beginCycle() (*cycleState, bool) {
 			s.siftDown(cy, h, i)
 		}
 	}
-	return cy, pending
+	return pending
+}
+
+// endCycle is step 5: after a release every class that may use the
+// flavor starts again from its first member (one head a cycle: every
+// such dropped class from its first member after the last head); otherwise the heads' classes that are
+// still live go back into their heaps, and the dropped classes of queues
+// that reclaim in a cohort where a queue started or went on borrowing
+// are live again.
+func (s *Snapshot) endCycle(cy *cycleState) {
+	if cy.released && !cy.one {
+		for c := range s.classes {
+			if s.onReleased(cy.relFl, int32(c)) {
+				cy.cursor[c], cy.dropped[c] = 0, false
+			}
+		}
+		clear(cy.relFl)
+		cy.released = false
+		s.fillHeaps(cy)
+	} else {
+		for _, h := range cy.heads {
+			if h.peek {
+				s.fixTop(cy, h.q)
+			} else {
+				s.requeueClass(cy, h.c)
+			}
+		}
+	}
+	if cy.released {
+		for c := range s.classes {
+			if cy.dropped[c] && s.onReleased(cy.relFl, int32(c)) {
+				s.resume(cy, int32(c))
+			}
+		}
+		clear(cy.relFl)
+		cy.released = false
+	}
+	if len(cy.undrop) > 0 {
+		wake := cy.wake[:0]
+		for range s.ix.queues {
+			wake = append(wake, false)
+		}
+		for _, co := range cy.undrop {
+			for _, q := range s.ix.cohorts[co].queues {
+				wake[q] = s.ix.queues[q].reclaim != polNever
+			}
+		}
+		for c := range s.classes {
+			if cy.dropped[c] && wake[s.classes[c].key.q] {
+				s.resume(cy, int32(c))
+			}
+		}
+		cy.wake = wake
+	}
+	cy.undrop = cy.undrop[:0]
+}
+
+// onReleased reports whether class c may use one of the flavors rel
+// marks: a release elsewhere cannot change what it can do, except under
+// Kueue's Fair Sharing, where it changes the shares.
+func (s *Snapshot) onReleased(rel []bool, c int32) bool {
+	if s.ix.fs != nil {
+		// Under Kueue's Fair Sharing a release on any flavor changes the
+		// dominant shares, which decide preemption on every flavor.
+		return true
+	}
+	for _, k := range s.classes[c].cands {
+		if rel[k.f] {
+			return true
+		}
+	}
+	return false
+}
+
+// resume makes dropped class c live again: from its cursor, or, one head
+// a cycle, from its first member after the last head.
+func (s *Snapshot) resume(cy *cycleState, c int32) {
+	cy.dropped[c] = false
+	if cy.one {
+		cy.cursor[c] = max(cy.cursor[c], int32(s.firstAfter(c, &cy.cur)))
+	}
+	s.requeueClass(cy, c)
+}
+
+// firstAfter is the index of class c's first member ordered after key
+// (in the admission order now).
+func (s *Snapshot) firstAfter(c int32, key *orderKey) int {
+	cl := &s.classes[c]
+	sh := s.share(int(cl.key.q))
+	i, _ := slices.BinarySearchFunc(cl.members, key, func(m int32, k *orderKey) int {
+		w := &s.ws[m].w
+		mk := orderKey{prio: s.oprio(w), share: sh, created: w.Created, id: w.ID}
+		if cmpKey(&mk, k) <= 0 {
+			return -1
+		}
+		return 1
+	})
+	return i
 }
 
 // head returns class c's next untried member.
@@ -183,23 +337,9 @@ func (s *Snapshot) pushClass(cy *cycleState, c int32) {
 	cy.heaps[q] = h
 }
 
-// nextPending pops the next workload in admission order.
-func (s *Snapshot) nextPending(cy *cycleState) (int32, int32, bool) {
-	bestQ := -1
-	var best orderKey
-	for q, h := range cy.heaps {
-		if len(h) == 0 {
-			continue
-		}
-		k := s.keyOf(s.head(cy, h[0]))
-		if bestQ < 0 || cmpKey(&k, &best) < 0 {
-			bestQ, best = q, k
-		}
-	}
-	if bestQ < 0 {
-		return 0, 0, false
-	}
-	h := cy.heaps[bestQ]
+// popClass removes queue q's top class from its heap.
+func (s *Snapshot) popClass(cy *cycleState, q int) int32 {
+	h := cy.heaps[q]
 	c := h[0]
 	last := len(h) - 1
 	h[0] = h[last]
@@ -207,61 +347,92 @@ func (s *Snapshot) nextPending(cy *cycleState) (int32, int32, bool) {
 	if len(h) > 0 {
 		s.siftDown(cy, h, 0)
 	}
-	cy.heaps[bestQ] = h
-	return s.head(cy, c), c, true
+	cy.heaps[q] = h
+	return c
+}
+
+// fixTop restores queue q's heap after its top class's head was tried:
+// the class goes down to its new head's place, or out if it is dropped
+// or has no untried members left.
+func (s *Snapshot) fixTop(cy *cycleState, q int) {
+	h := cy.heaps[q]
+	c := h[0]
+	if cy.dropped[c] || int(cy.cursor[c]) >= len(s.classes[c].members) {
+		s.popClass(cy, q)
+		return
+	}
+	s.siftDown(cy, h, 0)
 }
 
 func (s *Snapshot) requeueClass(cy *cycleState, c int32) {
-	if int(cy.cursor[c]) < len(s.classes[c].members) {
+	if !cy.dropped[c] && int(cy.cursor[c]) < len(s.classes[c].members) {
 		s.pushClass(cy, c)
 	}
 }
 
-// advance moves class c's cursor past the members that the cycle has
-// already passed: those ordered before cy.cur with the queue's share now.
-func (s *Snapshot) advance(cy *cycleState, c int32) {
-	cl := &s.classes[c]
-	sh := s.share(int(cl.key.q))
-	rest := cl.members[cy.cursor[c]:]
-	passed := func(m int32) bool {
-		w := &s.ws[m].w
-		k := orderKey{prio: s.oprio(w), share: sh, created: w.Created, id: w.ID}
-		return cmpKey(&k, &cy.cur) <= 0
+// processFast is step 4 for one head (see processEntry).
+func (s *Snapshot) processFast(cy *cycleState, e *fentry, preempted map[int32]bool, emit sink) {
+	n := &e.n
+	slot := n.slot
+	x := &s.ws[slot]
+	q := int(x.q)
+	if n.noFit() || (!n.fit && len(n.targets) == 0) {
+		if !n.noFit() && s.ix.queues[q].reclaim != polAny {
+			f := int(s.classes[x.cls].cands[n.ci].f)
+			if v := int(n.reserve[ResourceGPU]); v > 0 {
+				s.reserveGPUs(q, f, v)
+				cy.reserved = append(cy.reserved, reservation{q: q, f: f, v: n.reserve})
+			}
+		}
+		cy.cursor[e.c]++
+		cy.dropped[e.c] = true
+		return
 	}
-	// Usually few members have been passed: gallop from the cursor, then
-	// search between the last passed probe and the first unpassed one.
-	lo, hi := 0, 1
-	for hi <= len(rest) && passed(rest[hi-1]) {
-		lo, hi = hi, 2*hi
-	}
-	hi = min(hi-1, len(rest))
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if passed(rest[m]) {
-			lo = m + 1
-		} else {
-			hi = m
+	for _, v := range n.targets {
+		if preempted[v] || s.ws[v].fl < 0 {
+			return // overlapping targets: tried again next cycle
 		}
 	}
-	cy.cursor[c] += int32(lo)
+	c := s.classes[x.cls].cands[n.ci]
+	for _, v := range n.targets {
+		s.vacate(v)
+	}
+	var nodes []int32
+	if s.fitsQuota(q, int(c.f), x.w.GPUs, true) {
+		nodes = s.place(c, x.w.Topology, x.w.ID)
+	}
+	for i := len(n.targets) - 1; i >= 0; i-- {
+		s.occupy(n.targets[i])
+	}
+	if nodes == nil {
+		return // no longer fits: tried again next cycle
+	}
+	for _, v := range n.targets {
+		s.unadmit(v, !cy.one)
+		if cy.one {
+			cy.deferred = append(cy.deferred, v)
+		}
+		emit(EventPreempted, v, slot)
+		preempted[v] = true
+	}
+	if len(n.targets) > 0 {
+		cy.released = true
+		cy.relFl[c.f] = true
+	}
+	s.admitNow(cy, slot, c, nodes, emit)
 }
 
-// undrop makes skipped classes eligible again after the state changed in
-// their favour: all of them (cohort < 0) after a preemption freed GPUs,
-// or those of reclaim-Any queues in the cohort where a queue started
-// borrowing.
-func (s *Snapshot) undrop(cy *cycleState, cohort int) {
-	keep := cy.droppedL[:0]
-	for _, c := range cy.droppedL {
-		q := int(s.classes[c].key.q)
-		if cohort >= 0 && (s.ix.queues[q].cohort != cohort || s.ix.queues[q].reclaim != polAny) {
-			keep = append(keep, c)
-			continue
-		}
-		s.advance(cy, c)
-		s.requeueClass(cy, c)
+// reserveGPUs holds back (v > 0) or gives back (v < 0) v GPUs of queue
+// q's quota on flavor f for the rest of a cycle (Kueue's capacity held
+// for a head that needs preemption but found no targets).
+func (s *Snapshot) reserveGPUs(q, f, v int) {
+	was := s.borrowing(q, f)
+	s.addUsed(q, f, v)
+	s.running[q] -= v // not running: the usage decay does not see it
+	if s.borrowing(q, f) != was {
+		s.flipGen[f]++
 	}
-	cy.droppedL = keep
+	s.reclaimGen[f]++
 }
 
 // fitClass finds the first flavor where gpus GPUs of queue q fit by quota
@@ -291,27 +462,20 @@ func (s *Snapshot) newAdmission(f int, nodes []int32) *Admission {
 	return a
 }
 
-// admitNow admits slot and applies the fair-sharing entry penalty.
+// admitNow admits slot and applies the fair-sharing entry penalty; in a
+// cycle (cy set) an admission while borrowing makes the classes of the
+// cohort's reclaiming queues live again at the cycle's end.
 func (s *Snapshot) admitNow(cy *cycleState, slot int32, c cand, nodes []int32, emit sink) {
 	s.admit(slot, c, nodes, s.newAdmission(int(c.f), nodes))
 	emit(EventAdmitted, slot, -1)
 	x := &s.ws[slot]
 	q := int(x.q)
 	if p := s.penalty(x.w.GPUs); p > 0 {
-		if cy != nil {
-			// Members of q's skipped classes ordered before this workload
-			// have been passed; fix that before q's share grows.
-			for _, d := range cy.droppedL {
-				if int(s.classes[d].key.q) == q {
-					s.advance(cy, d)
-				}
-			}
-		}
 		s.usage[q] += p
 	}
 	if cy != nil {
-		if co := s.ix.queues[q].cohort; co >= 0 && s.ix.cohorts[co].reclaimAny && s.borrowing(q, int(c.f)) {
-			s.undrop(cy, co)
+		if co := s.ix.queues[q].cohort; co >= 0 && s.ix.cohorts[co].reclaimers && s.borrowing(q, int(c.f)) {
+			cy.undrop = append(cy.undrop, co)
 		}
 	}
 }
@@ -329,41 +493,6 @@ type evicted struct {
 	c     cand
 	nodes []int32
 	a     *Admission
-}
-
-// preemptAndAdmit evicts victims and admits slot on c. If slot does not
-// fit after all (it should), it puts everything back and returns false.
-func (s *Snapshot) preemptAndAdmit(cy *cycleState, slot int32, victims []int32, c cand, emit sink) bool {
-	saved := make([]evicted, len(victims))
-	for i, v := range victims {
-		x := &s.ws[v]
-		saved[i] = evicted{slot: v, c: cand{f: x.fl, pods: int32(len(x.nodes)), per: x.per}, nodes: x.nodes, a: x.w.Admission}
-		s.unadmit(v, false)
-	}
-	x := &s.ws[slot]
-	var nodes []int32
-	if s.fitsQuota(int(x.q), int(c.f), x.w.GPUs, true) {
-		nodes = s.place(c, x.w.Topology, x.w.ID)
-	}
-	if nodes == nil {
-		for i := len(saved) - 1; i >= 0; i-- {
-			e := saved[i]
-			s.admit(e.slot, e.c, e.nodes, e.a)
-		}
-		return false
-	}
-	for _, v := range victims {
-		emit(EventPreempted, v, slot)
-	}
-	if cy != nil {
-		cy.deferred = append(cy.deferred, victims...)
-	} else {
-		for _, v := range victims {
-			s.insertMember(s.ws[v].cls, v)
-		}
-	}
-	s.admitNow(cy, slot, c, nodes, emit)
-	return true
 }
 
 // accrue advances Now to t, accruing every queue's decayed usage for the

@@ -323,7 +323,7 @@ func (s *Snapshot) pruneShadows(keepFrom uint64) {
 // c (by quota, borrowing allowed, and by placement) if its candidate set
 // were gone: its queue's own candidates, and with others those of the
 // cohort's borrowing queues.
-func (s *Snapshot) fitsWithout(q int, head *Workload, topo Level, c cand, others bool) bool {
+func (s *Snapshot) fitsWithout(q int, head *Workload, topo Level, c cand, others, place bool) bool {
 	f := int(c.f)
 	sh := s.shadowFor(q, head, f, others)
 	freed := 0 // how much lower the cohort's use would be
@@ -338,6 +338,9 @@ func (s *Snapshot) fitsWithout(q int, head *Workload, topo Level, c cand, others
 	}
 	if head.GPUs > s.availableWith(q, f, s.used[q][f]-sh.own, freed) {
 		return false
+	}
+	if !place {
+		return true
 	}
 	k, pods := int(c.per), int(c.pods)
 	switch topo {
@@ -380,22 +383,22 @@ type pcache struct {
 	reclaim uint64
 }
 
-func (s *Snapshot) cachedMiss(c *class, i int, head *Workload) bool {
+func (s *Snapshot) cachedMiss(c *class, i int, head *Workload, place bool) bool {
 	if len(c.pcache) == 0 {
 		return false
 	}
-	e := &c.pcache[i]
+	e := &c.pcache[2*i+b2i(place)]
 	f := c.cands[i].f
 	return e.ok && (head.Priority < e.prio || (head.Priority == e.prio && !head.Created.Before(e.created))) &&
 		e.freed == s.freedGPUs[f] && e.flip == s.flipGen[f] && e.reclaim == s.reclaimGen[f]
 }
 
-func (s *Snapshot) rememberMiss(c *class, i int, head *Workload) {
-	if len(c.pcache) != len(c.cands) {
-		c.pcache = make([]pcache, len(c.cands))
+func (s *Snapshot) rememberMiss(c *class, i int, head *Workload, place bool) {
+	if len(c.pcache) != 2*len(c.cands) {
+		c.pcache = make([]pcache, 2*len(c.cands))
 	}
 	f := c.cands[i].f
-	c.pcache[i] = pcache{ok: true, prio: head.Priority, created: head.Created,
+	c.pcache[2*i+b2i(place)] = pcache{ok: true, prio: head.Priority, created: head.Created,
 		freed: s.freedGPUs[f], flip: s.flipGen[f], reclaim: s.reclaimGen[f]}
 }
 
@@ -426,4 +429,11 @@ func podCount(cnt []int32, k int) int {
 		have += int(cnt[v]) * (v / k)
 	}
 	return have
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -41,6 +41,13 @@ type Snapshot struct {
 	classes  []class
 	classIdx map[classKey]int32
 
+	// The general engine's state (nil for a simple cluster): usage of
+	// every cohort-tree node per flavor × resource, and each node's free
+	// CPU and memory (where some node counts them).
+	tuse    [][]int64
+	nodeCPU []int64
+	nodeMem []int64
+
 	// Caches behind automatic preemption (see shadow.go), not state:
 	// per flavor, GPUs freed so far, queues starting or stopping to
 	// borrow, and admissions by borrowing queues (monotone counters).
@@ -74,6 +81,8 @@ type wl struct {
 type classKey struct {
 	q    int32
 	gpus int
+	cpu  int64
+	mem  int64
 	topo Level
 	pin  int32 // pinned flavor or -1
 }
@@ -222,6 +231,19 @@ func newEmpty(c *Cluster, ix *index, now time.Time) *Snapshot {
 	for co := range ix.cohorts {
 		s.cohortC[co] = make([]int, nf)
 	}
+	if !ix.simple {
+		s.tuse = make([][]int64, len(ix.tree.nodes))
+		for n := range s.tuse {
+			s.tuse[n] = make([]int64, ix.tree.nfr)
+		}
+	}
+	if ix.nodeRes {
+		s.nodeCPU = make([]int64, len(ix.nodes))
+		s.nodeMem = make([]int64, len(ix.nodes))
+		for n, ni := range ix.nodes {
+			s.nodeCPU[n], s.nodeMem[n] = ni.cpu, ni.mem
+		}
+	}
 	return s
 }
 
@@ -257,6 +279,9 @@ func (s *Snapshot) Clone() *Snapshot {
 		adm:        make([][]admList, len(s.adm)),
 		classes:    slices.Clone(s.classes),
 		classIdx:   maps.Clone(s.classIdx),
+		tuse:       clone2(s.tuse),
+		nodeCPU:    slices.Clone(s.nodeCPU),
+		nodeMem:    slices.Clone(s.nodeMem),
 		freedGPUs:  slices.Clone(s.freedGPUs),
 		flipGen:    slices.Clone(s.flipGen),
 		reclaimGen: slices.Clone(s.reclaimGen),
@@ -286,6 +311,9 @@ func (s *Snapshot) Clone() *Snapshot {
 }
 
 func clone2[T any](in [][]T) [][]T {
+	if in == nil {
+		return nil
+	}
 	out := make([][]T, len(in))
 	for i, v := range in {
 		out[i] = slices.Clone(v)
@@ -340,11 +368,12 @@ func copyAdmission(a *Admission) *Admission {
 	return &c
 }
 
-// candsFor lists the flavors a workload of queue q asking for gpus GPUs
+// candsFor lists the flavors a workload of queue q asking for req
 // (pinned to pin, or -1) may use, in the queue's order, skipping flavors
 // where the request has no valid pod shape.
-func (s *Snapshot) candsFor(q int, gpus int, pin int, topo Level) []cand {
+func (s *Snapshot) candsFor(q int, req resVec, pin int, topo Level) []cand {
 	var out []cand
+	gpus := int(req[ResourceGPU])
 	for _, f := range s.ix.queues[q].flavors {
 		if pin >= 0 && f != pin || pin < 0 && s.ix.flavors[f].elastic {
 			continue
@@ -353,8 +382,19 @@ func (s *Snapshot) candsFor(q int, gpus int, pin int, topo Level) []cand {
 		if err != nil {
 			continue
 		}
-		never := gpus > s.ix.potential(q, f) || !s.ix.possible(f, pods, per, topo)
-		out = append(out, cand{f: int32(f), pods: int32(pods), per: int32(per), never: never})
+		c := cand{f: int32(f), pods: int32(pods), per: int32(per)}
+		c.never = !s.ix.coversAll(q, f, req) || gpus > s.ix.potential(q, f) || !s.ix.possible(f, pods, per, topo)
+		if !c.never && s.ix.tree != nil && !s.ix.simple {
+			for r := ResourceCPU; r < numResources; r++ {
+				if req[r] > 0 && req[r] > s.ix.tree.potential(q, fr(f, r)) {
+					c.never = true
+				}
+			}
+		}
+		if !c.never && s.ix.nodeRes && !s.ix.possibleRes(f, c, topo, req.perPod(c.pods)) {
+			c.never = true
+		}
+		out = append(out, c)
 	}
 	return out
 }
@@ -383,10 +423,13 @@ func (s *Snapshot) resolve(w *Workload) (q, pin int, cands []cand, err error) {
 		}
 		pin = f
 	}
-	if k, ok := s.classIdx[classKey{q: int32(q), gpus: w.GPUs, topo: w.Topology, pin: int32(pin)}]; ok {
+	if w.CPU < 0 || w.Memory < 0 {
+		return 0, 0, nil, invalidf("workload %q: negative CPU or memory", w.ID)
+	}
+	if k, ok := s.classIdx[classKey{q: int32(q), gpus: w.GPUs, cpu: w.CPU, mem: w.Memory, topo: w.Topology, pin: int32(pin)}]; ok {
 		cands = s.classes[k].cands
 	} else {
-		cands = s.candsFor(q, w.GPUs, pin, w.Topology)
+		cands = s.candsFor(q, reqOf(w), pin, w.Topology)
 	}
 	if len(cands) == 0 {
 		f := s.ix.queues[q].flavors[0]
@@ -406,8 +449,8 @@ func (s *Snapshot) resolve(w *Workload) (q, pin int, cands []cand, err error) {
 }
 
 // classFor returns the class of the given requirements, creating it.
-func (s *Snapshot) classFor(q int, gpus int, topo Level, pin int, cands []cand) int32 {
-	k := classKey{q: int32(q), gpus: gpus, topo: topo, pin: int32(pin)}
+func (s *Snapshot) classFor(q int, req resVec, topo Level, pin int, cands []cand) int32 {
+	k := classKey{q: int32(q), gpus: int(req[ResourceGPU]), cpu: req[ResourceCPU], mem: req[ResourceMemory], topo: topo, pin: int32(pin)}
 	if c, ok := s.classIdx[k]; ok {
 		return c
 	}

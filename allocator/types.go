@@ -57,23 +57,41 @@ type Flavor struct {
 	Elastic bool
 }
 
-// Node is one GPU node. Host is the node name itself.
+// Node is one GPU node. Host is the node name itself. CPU and Memory
+// are its allocatable millicores and bytes; 0 means not counted (the
+// node never runs out of it).
 type Node struct {
 	Name   string
 	Flavor string
 	GPUs   int
 	Block  string
 	Rack   string
+	CPU    int64
+	Memory int64
 }
 
-// Quota is a ClusterQueue's quota for one flavor, with Kueue's meaning:
-// BorrowingLimit caps how much above Nominal the queue may use from its
-// cohort (nil: no cap); LendingLimit caps how much of its unused Nominal
-// the queue lends to the cohort (nil: all of it).
+// Quota is a ClusterQueue's (or a Cohort's) quota for one flavor, with
+// Kueue's meaning: BorrowingLimit caps how much above Nominal the queue
+// may use from its cohort (nil: no cap); LendingLimit caps how much of
+// its unused Nominal the queue lends to the cohort (nil: all of it).
+// Nominal and the limits count GPUs; CPU and Memory, when set, are the
+// quotas of the same flavor for cpu (millicores) and memory (bytes), in
+// Kueue's one resource group with nvidia.com/gpu. A queue whose quota
+// has no CPU (Memory) does not cover that resource: as in Kueue, a
+// workload that asks for it never fits there.
 type Quota struct {
 	Nominal        int
 	BorrowingLimit *int
 	LendingLimit   *int
+	CPU, Memory    *ResourceQuota
+}
+
+// ResourceQuota is a quota on CPU (millicores) or memory (bytes), with
+// the meaning of Quota's fields.
+type ResourceQuota struct {
+	Nominal        int64
+	BorrowingLimit *int64
+	LendingLimit   *int64
 }
 
 // Preemption policies, named as in Kueue's ClusterQueue spec.preemption.
@@ -90,18 +108,85 @@ type Preemption struct {
 	WithinClusterQueue string
 	// ReclaimWithinCohort: Never, LowerPriority or Any.
 	ReclaimWithinCohort string
+	// BorrowWithinCohort: Never ("" too) or LowerPriority: the queue may
+	// preempt lower-priority work of other queues in its cohort tree
+	// while it borrows (Kueue's preemption.borrowWithinCohort), only
+	// work of priority at most BorrowWithinCohortMaxPriority when that
+	// is set.
+	BorrowWithinCohort            string
+	BorrowWithinCohortMaxPriority *int32
+}
+
+// Kueue's flavorFungibility values.
+const (
+	MayStopSearch           = "MayStopSearch"
+	TryNextFlavor           = "TryNextFlavor"
+	BorrowingOverPreemption = "BorrowingOverPreemption"
+	PreemptionOverBorrowing = "PreemptionOverBorrowing"
+)
+
+// FlavorFungibility is a ClusterQueue's flavorFungibility: whether the
+// flavor search goes on past a flavor where the workload fits only by
+// borrowing (WhenCanBorrow, default MayStopSearch) or only by
+// preempting (WhenCanPreempt, default TryNextFlavor), and, with both
+// TryNextFlavor, which of the flavors tried wins (Preference:
+// BorrowingOverPreemption, the default, or PreemptionOverBorrowing).
+type FlavorFungibility struct {
+	WhenCanBorrow  string
+	WhenCanPreempt string
+	Preference     string
 }
 
 // Queue is one team's ClusterQueue.
 type Queue struct {
-	Name   string
-	Cohort string // "" for none
+	Name string
+	// Cohort is the queue's cohort: "" for none, else the name of a
+	// Cluster.Cohorts entry or of a cohort without quota of its own.
+	Cohort string
 	// Flavors lists the flavors the queue may use, in the order Kueue's
 	// flavor assignment tries them.
-	Flavors    []string
-	Quotas     map[string]Quota
-	Weight     float64 // fair-sharing weight; 0 means 1
-	Preemption Preemption
+	Flavors []string
+	Quotas  map[string]Quota
+	// Weight is the fair-sharing weight, in both the Admission Fair
+	// Sharing mode and Kueue's Fair Sharing; 0 means 1 (ZeroWeight is
+	// Kueue's weight 0).
+	Weight            float64
+	Preemption        Preemption
+	FlavorFungibility FlavorFungibility
+}
+
+// ZeroWeight is the Weight of a queue or cohort whose Kueue fair-sharing
+// weight is 0: it borrows only what nobody else wants, and is preempted
+// first (Kueue's CompareDRS puts a borrowing zero weight above every
+// other share).
+const ZeroWeight = 1e-9
+
+// Cohort is a Kueue Cohort object: a node of the cohort tree with a
+// parent, quota of its own (nominal quota adds to what its subtree
+// shares; a borrowing limit caps what the subtree takes from the parent,
+// a lending limit what it gives the parent), and a fair-sharing weight.
+// Queues name their cohort in Queue.Cohort; a cohort named there or as a
+// parent but not listed is a root without quota, as in Kueue.
+type Cohort struct {
+	Name   string
+	Parent string // "" for a root
+	Quotas map[string]Quota
+	Weight float64 // 0 means 1; ZeroWeight is Kueue's weight 0
+}
+
+// Kueue's fair-sharing preemption strategies.
+const (
+	LessThanOrEqualToFinalShare = "LessThanOrEqualToFinalShare"
+	LessThanInitialShare        = "LessThanInitialShare"
+)
+
+// KueueFairSharing is Kueue's Fair Sharing, the manager
+// Configuration's fairSharing: heads are ordered by the dominant
+// resource share of their queues and cohorts, and preemption evens the
+// shares, with the strategies in order (nil: LessThanOrEqualToFinalShare
+// then LessThanInitialShare, Kueue's default).
+type KueueFairSharing struct {
+	PreemptionStrategies []string
 }
 
 // Mode selects the admission ordering.
@@ -157,6 +242,9 @@ type Policy struct {
 	Placement Placement
 	// Seed varies PlacementRandom's choices; other placements ignore it.
 	Seed uint64
+	// FairSharing is Kueue's Fair Sharing; nil is off (Kueue's default).
+	// It needs Mode BestEffortFIFO.
+	FairSharing *KueueFairSharing
 }
 
 // Cluster is the static part of the model: what exists and the rules.
@@ -166,6 +254,7 @@ type Cluster struct {
 	Flavors []Flavor
 	Nodes   []Node
 	Queues  []Queue
+	Cohorts []Cohort
 	Policy  Policy
 }
 
@@ -175,6 +264,9 @@ type Workload struct {
 	Queue    string
 	Priority int32
 	GPUs     int
+	// CPU (millicores) and Memory (bytes) are what all its pods ask for
+	// together, split evenly over them; 0 is none.
+	CPU, Memory int64
 	// Flavor, if set, pins the workload to one flavor; otherwise the
 	// queue's flavors are tried in order.
 	Flavor   string

@@ -32,11 +32,15 @@ type QueueStanding struct {
 	// Per flavor: admitted GPUs, nominal quota, and max(0, Used−Nominal).
 	Used, Nominal, Borrowing map[string]int
 	Pending                  int
+	// Dominant is the queue's dominant resource share under Kueue's Fair
+	// Sharing (see DominantShares); nil when Fair Sharing is off.
+	Dominant *DominantShare
 }
 
 // Standing returns every queue's standing, in Cluster order.
 func (s *Snapshot) Standing() []QueueStanding {
 	out := make([]QueueStanding, len(s.ix.queues))
+	dom := s.DominantShares()
 	for q := range s.ix.queues {
 		qi := &s.ix.queues[q]
 		st := QueueStanding{
@@ -55,6 +59,9 @@ func (s *Snapshot) Standing() []QueueStanding {
 			st.Used[name] = s.used[q][f]
 			st.Nominal[name] = qi.quota[f].nominal
 			st.Borrowing[name] = max(0, s.used[q][f]-qi.quota[f].nominal)
+		}
+		if dom != nil {
+			st.Dominant = &dom[q]
 		}
 		out[q] = st
 	}

@@ -197,6 +197,11 @@ func (s *Service) explain(snap *allocator.Snapshot, r records.Request, reason al
 			st = x
 		}
 	}
+	if res := s.blocker(snap, r); res != allocator.ResourceGPU {
+		if why := s.explainResource(snap, r, reason, res, flavor); why != "" {
+			return why
+		}
+	}
 	switch reason {
 	case allocator.ReasonQuota:
 		return fmt.Sprintf("%s already uses %d %s GPUs against a nominal quota of %d, and may not borrow more", r.Team, st.Used[flavor], flavor, st.Nominal[flavor])

@@ -79,6 +79,9 @@ func (s *Service) switchTo(c *call, r records.Request, flavor string) {
 	t := s.set.Elastic.terms(flavor)
 	q, _ := s.queue(r.Team)
 	switch {
+	case !t.Elastic() && s.set.Elastic.terms(r.Flavor).Elastic() && slices.Contains(q.Flavors, flavor) && r.State == records.StateQueued:
+		s.switchBack(c, r, flavor)
+		return
 	case !t.Elastic():
 		refuse(fmt.Sprintf("%s is not a spot or provisioned flavor", flavor))
 		return
@@ -236,6 +239,46 @@ func (s *Service) doSwitch(c *call, r records.Request, o option, approvedBy stri
 	c.private(plain(fmt.Sprintf("Switched %s to %s. Updates follow in its thread in %s.", r.ID, o.terms.Flavor, r.Channel)))
 }
 
+// switchBack moves queued r, on an elastic flavor, back to its team's
+// reserved flavor: after its provisioning was given up, or because its
+// owner would rather wait. Nothing is spent on it any more, and the
+// waiting it saved no longer counts.
+func (s *Service) switchBack(c *call, r records.Request, flavor string) {
+	before := r
+	e := elasticOf(r)
+	from := r.Flavor
+	e.From, e.At, e.By, e.Reserved, e.PendingSwitch = "", time.Time{}, "", nil, ""
+	e.Check, e.CheckMessage, e.Attempt, e.FailedTold, e.CheckSince, e.Asked = "", "", 0, 0, time.Time{}, time.Time{}
+	r.Elastic, r.Flavor = e, flavor
+	r.Estimate, r.KueueSaid = nil, ""
+	if err := s.putRequest(c, r); err != nil {
+		s.failed(c, "saving "+r.ID, err)
+		return
+	}
+	// Told before the cluster acts, as doSwitch does.
+	c.emit(thread(r.ID, plain(fmt.Sprintf("Switched back to %s (reserved capacity) by %s; it is queued there, and nothing more is spent on %s. A new estimate follows.", flavor, c.who.Name, from))))
+	events, err := s.apply(c, Op{Kind: OpSwitch, ID: r.ID, Workload: s.workload(r)})
+	if err != nil {
+		if perr := s.putRequest(c, before); perr != nil {
+			s.log.Error("restoring a request after a failed switch", "request", r.ID, "err", perr)
+		}
+		c.emit(thread(r.ID, plain(fmt.Sprintf("The switch back to %s failed on gpubot's side (%s); %s stays as it was.", flavor, plainError(err), r.ID))))
+		s.audit(c, c.who.Name, string(VerbSwitch), r.ID, "error", err.Error())
+		s.failed(c, "switching "+r.ID+" back to "+flavor, err)
+		return
+	}
+	s.audit(c, c.who.Name, string(VerbSwitch), r.ID, "ok", fmt.Sprintf("from %s back to %s (reserved capacity)", from, flavor))
+	s.observe(c, events, "")
+	if cur, err := s.getRequest(c, r.ID); err == nil {
+		r = cur
+	}
+	c.emit(s.updateCard(c, r))
+	if c.who.Name != r.Requester {
+		c.emit(s.dm(r.Requester, plain(fmt.Sprintf("Your request %s was switched back to %s (reserved capacity) by %s.", r.ID, flavor, c.who.Name))))
+	}
+	c.private(plain(fmt.Sprintf("Switched %s back to %s. Updates follow in its thread in %s.", r.ID, flavor, r.Channel)))
+}
+
 func elasticOf(r records.Request) *records.Elastic {
 	if r.Elastic == nil {
 		return &records.Elastic{}
@@ -285,6 +328,11 @@ func (s *Service) refreshChecks(c *call) {
 		if r.State == records.StateRunning && st.State == CheckReady && e.Check == CheckReady {
 			changed = false
 		}
+		if r.State == records.StateRunning && st.State == CheckPending {
+			// Kueue resets the checks of work it evicts after its
+			// admission: the eviction is told, not a new provisioning.
+			changed = false
+		}
 		if !changed && len(msgs) == 0 {
 			continue
 		}
@@ -328,6 +376,14 @@ func (s *Service) refreshChecks(c *call) {
 						back = fs[0]
 					}
 				}
+				if r.State == records.StateRunning || prev == CheckReady {
+					// After the admission: the autoscaler took the nodes
+					// back (CapacityRevoked), and Kueue stops the work.
+					why := cmp.Or(strings.TrimRight(st.Message, "."), "no reason given")
+					msgs = append(msgs, fmt.Sprintf("The cluster autoscaler took its %s nodes back after it started (capacity revoked: %s): Kueue stops it and keeps it out of the queue. /gpu switch %s %s queues it on reserved capacity, or cancel it.", r.Flavor, why, r.ID, back))
+					dms = append(dms, fmt.Sprintf("Your request %s lost its %s nodes: the cluster autoscaler took them back (%s), and Kueue stops it.", r.ID, r.Flavor, why))
+					break
+				}
 				why := cmp.Or(strings.TrimRight(st.Message, "."), "the admission check rejected it")
 				msgs = append(msgs, fmt.Sprintf("Provisioning was given up: %s. It will not start on %s; /gpu switch %s %s puts it back on reserved capacity, or cancel it.", why, r.Flavor, r.ID, back))
 				dms = append(dms, fmt.Sprintf("Your request %s will not start on %s: provisioning was given up (%s).", r.ID, r.Flavor, why))
@@ -351,10 +407,24 @@ func (s *Service) refreshChecks(c *call) {
 	}
 }
 
+// BookingExpired starts a CheckFailure's message when the attempt's
+// nodes were provisioned but their booking expired before Kueue admitted
+// the workload (the ProvisioningRequest's BookingExpired condition).
+const BookingExpired = "booking expired: "
+
 // failureWords tell a failed provisioning attempt, in the thread and to
 // the owner.
 func (s *Service) failureWords(r records.Request, attempt int, message string) (string, string) {
-	why := cmp.Or(strings.TrimRight(strings.TrimPrefix(message, "Retrying after failure: "), "."), "no reason given")
+	message = strings.TrimPrefix(message, "Retrying after failure: ")
+	if rest, ok := strings.CutPrefix(message, "Retrying after booking expired: "); ok {
+		message = BookingExpired + rest
+	}
+	if rest, ok := strings.CutPrefix(message, BookingExpired); ok {
+		why := cmp.Or(strings.TrimRight(rest, "."), "no reason given")
+		return fmt.Sprintf("Provisioning failed (attempt %d): its nodes were provisioned, but their booking expired before Kueue admitted it (%s). Kueue gives the quota back and tries again after a back-off; this thread says when.", attempt, why),
+			fmt.Sprintf("Provisioning of your request %s on %s failed (attempt %d): the nodes' booking expired before it was admitted (%s). Kueue retries on its own.", r.ID, r.Flavor, attempt, why)
+	}
+	why := cmp.Or(strings.TrimRight(message, "."), "no reason given")
 	return fmt.Sprintf("Provisioning failed (attempt %d): %s. Kueue gives the quota back and tries again after a back-off; this thread says when.", attempt, why),
 		fmt.Sprintf("Provisioning of your request %s on %s failed (attempt %d): %s. Kueue retries on its own.", r.ID, r.Flavor, attempt, why)
 }
@@ -407,6 +477,36 @@ func (s *Service) evicted(r *records.Request, detail string, ran time.Duration) 
 	}
 	return fmt.Sprintf("Evicted and requeued after running %s: %s. A new estimate follows.", fmtDuration(ran), detail),
 		fmt.Sprintf("Your request %s was evicted (%s) and is queued again.", r.ID, detail)
+}
+
+// requeueDetail says why running r was requeued when gpubot noticed it
+// before the cluster's event came (reconciling): Kueue's Evicted word if
+// it has one ("Kueue evicted it (NodeFailures): …"), or, for spot work,
+// which of its nodes are gone from the cluster; "" when neither says.
+func (s *Service) requeueDetail(c *call, r records.Request) string {
+	if w, ok := s.kueueWord(c, r.ID); ok && w.Condition == "Evicted" {
+		return fmt.Sprintf("Kueue evicted it (%s): %s", w.Reason, strings.TrimRight(w.Message, "."))
+	}
+	if s.set.Elastic.terms(r.AdmittedFlavor).Capacity != CapacitySpot || len(r.Nodes) == 0 {
+		return ""
+	}
+	snap, err := s.snapshot(c)
+	if err != nil {
+		return ""
+	}
+	var gone []string
+	for _, n := range r.Nodes {
+		if !slices.Contains(gone, n) && !slices.ContainsFunc(snap.Cluster().Nodes, func(x allocator.Node) bool { return x.Name == n }) {
+			gone = append(gone, n)
+		}
+	}
+	switch len(gone) {
+	case 0:
+		return ""
+	case 1:
+		return "spot node " + gone[0] + " is gone from the cluster"
+	}
+	return "spot nodes " + strings.Join(gone, ", ") + " are gone from the cluster"
 }
 
 // elasticFields are the card's fields for a request on elastic capacity.

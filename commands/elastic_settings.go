@@ -35,6 +35,31 @@ type FlavorTerms struct {
 	// ProvisioningPrior is what a provisioned flavor's provisioning is
 	// assumed to take before gpubot has seen the cluster do it.
 	ProvisioningPrior time.Duration
+	// Retry is a provisioned flavor's ProvisioningRequestConfig retry
+	// strategy (kueue-setup writes it; the simulated cluster follows it).
+	Retry ProvisioningRetry
+}
+
+// ProvisioningRetry is Kueue's retryStrategy of a
+// ProvisioningRequestConfig: a failed attempt is retried at most Limit
+// times, after Backoff, doubling each time, at most MaxBackoff.
+type ProvisioningRetry struct {
+	Limit               int
+	Backoff, MaxBackoff time.Duration
+}
+
+// DefaultProvisioningRetry is Kueue's default retry strategy
+// (backoffLimitCount 3, backoffBaseSeconds 60, backoffMaxSeconds 1800).
+var DefaultProvisioningRetry = ProvisioningRetry{Limit: 3, Backoff: time.Minute, MaxBackoff: 30 * time.Minute}
+
+// After is how long Kueue waits after failed attempt n (from 1) before
+// it tries again.
+func (r ProvisioningRetry) After(n int) time.Duration {
+	d := r.Backoff
+	for i := 1; i < n && d < r.MaxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, r.MaxBackoff)
 }
 
 // Elastic reports whether the flavor is bought on demand.

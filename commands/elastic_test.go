@@ -158,6 +158,69 @@ func TestElasticProvisioning(t *testing.T) {
 	check(t, outs, want{"channel #nlp r4", "dws (provisioned): in about 20m (from the last provisioning)"})
 }
 
+// A provisioning attempt that fails is told in the thread and to the
+// owner, the quota goes back meanwhile, Kueue's retry is told, and the
+// retry's nodes admit it; when every attempt fails, the thread says it was
+// given up and how to go back to reserved capacity, which works.
+func TestElasticProvisioningFailsAndRetries(t *testing.T) {
+	sim := map[string]simcluster.ElasticFlavor{
+		"spot": elasticSim["spot"],
+		"dws":  {Check: "dws-check", Provisioning: 20 * time.Minute, FailAttempts: 1, Retry: commands.ProvisioningRetry{Limit: 1, Backoff: 5 * time.Minute, MaxBackoff: 30 * time.Minute}},
+	}
+	e := newEnv(t, parse(t, elasticSmall), withElastic(sim))
+	check(t, e.do("bob", "/gpu request 16xh100 for 6h"), want{"sender", "r1 running"})
+	e.do("alice", "/gpu request 8xh100 for 2h")
+	check(t, e.press("alice", commands.VerbSwitch, "r2", "dws"), want{"thread r2", "Kueue asked the cluster autoscaler for 1 node of dws"})
+	outs := e.advance(21 * time.Minute)
+	check(t, outs,
+		want{"thread r2", "Provisioning failed (attempt 1): no capacity for 1 nodes of dws in the zone (simulated). Kueue gives the quota back and tries again after a back-off"},
+		want{"person alice", "Provisioning of your request r2 on dws failed (attempt 1)"},
+		want{"card r2", "Provisioning failed (attempt 1"},
+	)
+	checkNot(t, outs, want{"thread r2", "Admitted"})
+	outs = e.advance(5 * time.Minute) // +26m: the back-off (5m) is over at +25m
+	check(t, outs, want{"thread r2", "Provisioning again, attempt 2"})
+	outs = e.advance(20 * time.Minute) // +46m: attempt 2's nodes came at +45m
+	check(t, outs,
+		want{"thread r2", "Provisioned after 20m: the dws nodes are there"},
+		want{"thread r2", "Admitted after 45m on dws-"},
+	)
+	if r := e.req("r2"); r.State != records.StateRunning || r.AdmittedFlavor != "dws" || r.Elastic.FailedTold != 1 {
+		t.Errorf("r2 = %s on %s, failures told %d; want running on dws, one failure told", r.State, r.AdmittedFlavor, r.Elastic.FailedTold)
+	}
+
+	// Every attempt of r3 fails: after the one retry it is given up.
+	sim["dws"] = simcluster.ElasticFlavor{Check: "dws-check", Provisioning: 20 * time.Minute, FailAttempts: 9, Retry: commands.ProvisioningRetry{Limit: 1, Backoff: 5 * time.Minute, MaxBackoff: 30 * time.Minute}}
+	e = newEnv(t, parse(t, elasticSmall), withElastic(sim))
+	e.do("bob", "/gpu request 16xh100 for 6h")
+	e.do("alice", "/gpu request 8xh100 for 2h")
+	e.press("alice", commands.VerbSwitch, "r2", "dws")
+	e.advance(21 * time.Minute)
+	e.advance(5 * time.Minute)
+	outs = e.advance(20 * time.Minute)
+	check(t, outs,
+		want{"thread r2", "Provisioning was given up: no capacity for 1 nodes of dws in the zone (simulated). It will not start on dws; /gpu switch r2 h100 puts it back on reserved capacity"},
+		want{"person alice", "Your request r2 will not start on dws: provisioning was given up"},
+	)
+	outs = e.do("alice", "/gpu switch r2 h100")
+	check(t, outs,
+		want{"thread r2", "Switched back to h100 (reserved capacity) by alice; it is queued there"},
+		want{"sender", "Switched r2 back to h100."},
+	)
+	r := e.req("r2")
+	if r.State != records.StateQueued || r.Flavor != "h100" || r.Elastic.Reserved != nil || r.Elastic.Check != "" {
+		t.Errorf("r2 after switching back = %s on %q, elastic %+v; want queued on h100, nothing elastic left", r.State, r.Flavor, r.Elastic)
+	}
+	if a := e.lastAudit(); a.Action != "switch" || a.Outcome != "ok" || !strings.Contains(a.Detail, "from dws back to h100") {
+		t.Errorf("last audit = %+v", a)
+	}
+	// It starts on h100 when bob's work ends, and spends nothing.
+	check(t, e.advance(6*time.Hour), want{"thread r2", "Admitted after"})
+	if r := e.req("r2"); r.AdmittedFlavor != "h100" {
+		t.Errorf("r2 admitted on %s, want h100", r.AdmittedFlavor)
+	}
+}
+
 // Spot nodes reclaimed mid-run: the owner is told, the request is queued
 // again on spot with a new estimate, and the GPU-hours it used are kept.
 func TestElasticSpotReclaimed(t *testing.T) {

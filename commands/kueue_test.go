@@ -4,9 +4,11 @@ import (
 	"context"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -329,4 +331,69 @@ func TestCapacityOfAFlavorWithoutNodes(t *testing.T) {
 func (e *kueueEnv) observe(evs []allocator.Event) []commands.Output {
 	outs := e.svc.Observe(e.ctx, evs)
 	return append(outs, e.svc.Settle(e.ctx)...)
+}
+
+// A spot request's requeue that gpubot notices before the cluster's
+// eviction event (reconciling) is told as what it was: Kueue's Evicted
+// word when it has one, else the spot node gone from the cluster; never
+// "the cluster did not say why" when either says.
+func TestSpotRequeueSeenFirstSaysWhy(t *testing.T) {
+	for name, tc := range map[string]struct {
+		word commands.KueueWord
+		want string
+	}{
+		"Kueue's word": {commands.KueueWord{Condition: "Evicted", Reason: "NodeFailures", Message: "Workload was evicted as there was no replacement for a failed node: spot-b1-r1-n1."},
+			"Its spot nodes were reclaimed after running 2h (Kueue evicted it (NodeFailures): Workload was evicted as there was no replacement for a failed node: spot-b1-r1-n1); it is queued again on spot."},
+		"the node gone": {commands.KueueWord{},
+			"Its spot nodes were reclaimed after running 2h (spot node spot-b1-r1-n1 is gone from the cluster); it is queued again on spot."},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := parse(t, elasticSmall)
+			cl := cfg.Cluster()
+			snap, err := allocator.NewSnapshot(cl, t0, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			db, err := store.Open(filepath.Join(t.TempDir(), "gpubot.db"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { db.Close() })
+			k := &kueueCluster{snap: snap}
+			clk := clocktesting.NewFakeClock(t0)
+			svc, err := commands.NewService(context.Background(), cfg.Settings(), commands.Deps{Cluster: k, Requests: db, IDs: db, Audit: db, Usage: db, Clock: clk},
+				commands.WithLogger(slog.New(slog.DiscardHandler)), commands.WithKueueView(k))
+			if err != nil {
+				t.Fatal(err)
+			}
+			svc.Handle(context.Background(), commands.Input{User: "alice", Text: "request 8xspot for 5h"})
+			a := allocator.Admission{Flavor: "spot", Nodes: []string{"spot-b1-r1-n1"}, At: t0}
+			k.mu.Lock()
+			if _, err := k.snap.Reserve("r1", a); err != nil {
+				t.Fatal(err)
+			}
+			k.mu.Unlock()
+			svc.Observe(context.Background(), []allocator.Event{{Kind: allocator.EventAdmitted, ID: "r1", At: t0, Admission: &a}})
+
+			// Two hours in, the node goes and Kueue requeues r1; gpubot
+			// looks before the eviction's event comes.
+			clk.SetTime(t0.Add(2 * time.Hour))
+			w, _ := k.snap.Workload("r1")
+			w.Admission = nil
+			gone := *cl
+			gone.Nodes = slices.DeleteFunc(slices.Clone(cl.Nodes), func(n allocator.Node) bool { return n.Name == "spot-b1-r1-n1" })
+			k.mu.Lock()
+			k.snap, err = allocator.NewSnapshot(&gone, t0.Add(2*time.Hour), []allocator.Workload{w}, nil)
+			k.mu.Unlock()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.word.Condition != "" {
+				k.say("r1", tc.word)
+			}
+			outs := svc.Observe(context.Background(), nil)
+			check(t, outs, want{"thread r1", tc.want}, want{"person alice", "Your request r1 lost its spot nodes after running 2h"})
+			checkNot(t, outs, want{"thread r1", "did not say why"})
+		})
+	}
 }

@@ -308,8 +308,14 @@ func (s *Service) reconcile(c *call, snap *allocator.Snapshot, active []records.
 	changed := false
 	for _, r := range active {
 		w, ok := snap.Workload(r.ID)
+		if ok {
+			delete(s.unshown, r.ID)
+		}
 		if ok && (r.State == records.StateQueued) == (w.Admission == nil) {
 			continue // they agree
+		}
+		if at, seen := s.unshown[r.ID]; seen && !ok && r.State == records.StateQueued && c.now.Sub(at) < resubmitEvery {
+			continue // resubmitted lately: the cluster took it, its snapshot does not show it
 		}
 		unlock, free := s.tryRequest(c, r.ID)
 		if !free {
@@ -330,6 +336,10 @@ func (s *Service) reconcile(c *call, snap *allocator.Snapshot, active []records.
 	return changed
 }
 
+// resubmitEvery is how often reconciling resubmits a queued request that
+// the cluster takes but does not show (see Service.unshown).
+const resubmitEvery = 15 * time.Minute
+
 // reconcileOne brings r into agreement with the cluster, where its
 // workload is w (ok: the cluster has it). It holds r's lock.
 func (s *Service) reconcileOne(c *call, r records.Request, w allocator.Workload, ok bool) bool {
@@ -344,7 +354,7 @@ func (s *Service) reconcileOne(c *call, r records.Request, w allocator.Workload,
 			changed = true
 		case ok && r.State == records.StateRunning && w.Admission == nil:
 			// The cluster requeued it, and the event was missed.
-			s.observe(c, []allocator.Event{{Kind: allocator.EventPreempted, ID: r.ID, At: c.now}}, "")
+			s.observe(c, []allocator.Event{{Kind: allocator.EventPreempted, ID: r.ID, At: c.now, Detail: s.requeueDetail(c, r)}}, "")
 			changed = true
 		case ok:
 		case r.State == records.StateQueued:
@@ -356,6 +366,18 @@ func (s *Service) reconcileOne(c *call, r records.Request, w allocator.Workload,
 			s.audit(c, "gpubot", "submit", r.ID, "ok", "resubmitted: the cluster did not have it")
 			s.observe(c, events, "")
 			changed = true
+			if snap, err := s.snapshot(c); err == nil {
+				if _, shown := snap.Workload(r.ID); !shown {
+					// The cluster took it (a Kubernetes cluster already had
+					// its Job) but cannot show it: resubmitting at every
+					// sweep would change nothing.
+					if s.unshown == nil {
+						s.unshown = map[string]time.Time{}
+					}
+					s.unshown[r.ID] = c.now
+					s.log.Warn("the cluster has the request but its snapshot does not show it; it is not resubmitted again for a while", "request", r.ID, "retryAfter", resubmitEvery.String())
+				}
+			}
 		case r.State == records.StateRunning && r.Duration > 0 && !r.AdmittedAt.Add(r.Duration).After(c.now):
 			// Gone after its end: it finished while gpubot was not
 			// looking (its time was up), not lost.

@@ -343,6 +343,17 @@ func TestReconcile(t *testing.T) {
 			want:  map[string]records.State{"r1": records.StateRunning, "r2": records.StateQueued},
 			audit: []string{"gpubot submit r2 ok"},
 		},
+		"a queued request the cluster has but does not show is resubmitted once, not at every sweep": {
+			setup: [][2]string{{"bob", "request 16xh100 for 2h"}, {"alice", "request 8xh100 for 1h"}},
+			breakIt: func(t *testing.T, e *env) {
+				e.cluster.hide = []string{"r2"}
+				for range 3 {
+					e.sync()
+				}
+			},
+			want:  map[string]records.State{"r1": records.StateRunning, "r2": records.StateQueued},
+			audit: []string{"gpubot submit r2 ok"},
+		},
 		"a running request the cluster lost is marked lost": {
 			setup: [][2]string{{"alice", "request 8xh100 for 2h"}},
 			at:    30 * time.Minute,

@@ -307,6 +307,8 @@ func (s *Service) workload(r records.Request) allocator.Workload {
 		Queue:    r.Team,
 		Priority: s.prio[r.Priority],
 		GPUs:     r.GPUs,
+		CPU:      int64(r.GPUs) * s.set.CPUPerGPU,
+		Memory:   int64(r.GPUs) * s.set.MemoryPerGPU,
 		Flavor:   r.Flavor,
 		Topology: lvl,
 		Created:  created,

@@ -92,7 +92,12 @@ type Service struct {
 	prio    map[string]int32
 	handle  stage // the chain every input goes through
 
-	wmu       sync.Mutex // the write section
+	wmu sync.Mutex // the write section
+	// unshown holds, by request, when reconciling last resubmitted a
+	// queued request that the cluster took but still does not show in its
+	// snapshot (its model cannot place it); it is resubmitted at most
+	// every resubmitEvery. Guarded by wmu.
+	unshown   map[string]time.Time
 	reqs      keyLocks   // one per request being operated on
 	emu       sync.Mutex // one estimate refresh at a time
 	estimates staleness

@@ -52,6 +52,10 @@ type Settings struct {
 	// Templates are the workload templates a request may name; the first
 	// is the default.
 	Templates []string
+	// CPUPerGPU (millicores) and MemoryPerGPU (bytes) are what a request
+	// asks for per GPU besides the GPUs (Kueue counts them against CPU
+	// and memory quotas); 0: nothing.
+	CPUPerGPU, MemoryPerGPU int64
 	// DefaultChannel receives cards of teams with no channel of their own.
 	DefaultChannel string
 	// Location is used to show times; nil means UTC.

@@ -86,6 +86,12 @@ func (s *Service) queueView(c *call, team, flavor string) {
 	counts := map[allocator.Reason]int{}
 	n := 0
 	approxNote := ""
+	shares := map[string]string{} // team → dominant share, with Kueue's Fair Sharing
+	for _, st := range snap.Standing() {
+		if st.Dominant != nil {
+			shares[st.Queue] = dominantShare(st.Dominant)
+		}
+	}
 	for _, id := range snap.Order() {
 		w, _ := snap.Workload(id)
 		r, err := s.getRequest(c, id)
@@ -101,11 +107,15 @@ func (s *Service) queueView(c *call, team, flavor string) {
 		n++
 		e, estimated := ests[id]
 		posted := toRecord(c.now, e)
+		reason, res := snap.DiagnoseResource(id)
 		if !estimated {
 			posted = r.Estimate
-			e.Reason = snap.Diagnose(id)
+			e.Reason = reason
 		}
 		why, starts, says := string(e.Reason), s.estimateWindow(posted), ""
+		if e.Reason != allocator.ReasonPriority {
+			why = withResource(e.Reason, res)
+		}
 		if word, ok := s.kueueWord(c, id); ok {
 			says = clip(strings.TrimPrefix(word.Plain, "Kueue "), 90)
 			if word.Never {
@@ -124,6 +134,9 @@ func (s *Service) queueView(c *call, team, flavor string) {
 		}
 		if len(rows) < maxRows {
 			row := []string{fmt.Sprint(n), id, r.Requester, r.Team, size(r, s.candidateFlavors(r)), r.Priority, why, starts}
+			if len(shares) > 0 {
+				row = append(row, shares[r.Team])
+			}
 			if s.kueue != nil {
 				row = append(row, says)
 			}
@@ -146,6 +159,9 @@ func (s *Service) queueView(c *call, team, flavor string) {
 	var blocks []Block
 	if n > 0 {
 		cols := []string{"#", "ID", "Who", "Team", "Size", "Priority", "Waits for", "Starts"}
+		if len(shares) > 0 {
+			cols = append(cols, "Team's share")
+		}
 		if s.kueue != nil {
 			cols = append(cols, "Kueue says")
 		}
@@ -204,6 +220,9 @@ func boundSummary(counts map[allocator.Reason]int, n int) string {
 }
 
 func policyWords(p allocator.Policy) string {
+	if p.FairSharing != nil {
+		return "Kueue's Fair Sharing: in each cohort the team whose dominant resource share (what it borrows, over what its cohort could lend it, divided by its weight) would be lowest goes first, within quota first; then priority, then arrival"
+	}
 	if p.Mode == allocator.FairSharing {
 		return fmt.Sprintf("priority, then fair share (usage with a %s half-life, divided by team weight), then arrival", fmtDuration(p.HalfLife))
 	}
@@ -389,10 +408,12 @@ func (s *Service) usage(c *call, team string, days int) {
 		return
 	}
 	var rows [][]string
+	drs := false
 	for _, st := range snap.Standing() {
 		if team != "" && st.Queue != team {
 			continue
 		}
+		drs = drs || st.Dominant != nil
 		used, nominal, borrowed := 0, 0, 0
 		for f := range st.Used {
 			if fl, _ := s.flavor(f); fl.Elastic {
@@ -410,10 +431,18 @@ func (s *Service) usage(c *call, team string, days int) {
 		if all > 0 {
 			share = 100 * hours[st.Queue] / all
 		}
-		rows = append(rows, []string{st.Queue, fmt.Sprintf("%.0f", hours[st.Queue]), fmt.Sprintf("%.0f%%", share),
-			fmt.Sprintf("%d / %d", used, nominal), fmt.Sprint(borrowed), fmt.Sprint(st.Pending), fmt.Sprintf("%.1f", st.Share)})
+		row := []string{st.Queue, fmt.Sprintf("%.0f", hours[st.Queue]), fmt.Sprintf("%.0f%%", share),
+			fmt.Sprintf("%d / %d", used, nominal), fmt.Sprint(borrowed), fmt.Sprint(st.Pending), fmt.Sprintf("%.1f", st.Share)}
+		if st.Dominant != nil {
+			row = append(row, dominantShare(st.Dominant))
+		}
+		rows = append(rows, row)
 	}
-	blocks := []Block{table([]string{"Team", "GPU-hours", "Share", "GPUs now / nominal", "Borrowed", "Pending", "Fair-share usage"}, rows)}
+	cols := []string{"Team", "GPU-hours", "Share", "GPUs now / nominal", "Borrowed", "Pending", "Fair-share usage"}
+	if drs {
+		cols = append(cols, "Dominant share")
+	}
+	blocks := []Block{table(cols, rows)}
 	if team != "" && len(people) > 0 {
 		var prow [][]string
 		names := make([]string, 0, len(people))
@@ -430,6 +459,9 @@ func (s *Service) usage(c *call, team string, days int) {
 	}
 	blocks = append(blocks, section(s.calibration(c, from, team)))
 	blocks = append(blocks, contextBlock("Fair-share usage: GPU-hours decayed with the configured half-life, divided by the team's weight; lower goes first among equal priorities when fair sharing is on."))
+	if drs {
+		blocks = append(blocks, contextBlock("Dominant share (Kueue's Fair Sharing): what the team borrows beyond its nominal quota, over what its cohort could lend it, per mille of the resource where that is largest, divided by its weight; Kueue admits the team with the lowest first and preempts to even the shares."))
+	}
 	scope := "all teams"
 	if team != "" {
 		scope = team

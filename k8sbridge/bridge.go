@@ -101,7 +101,11 @@ type Bridge struct {
 	// prFailures are the failed ProvisioningRequests seen, by the UID of
 	// the Workload they were for (see provreq.go).
 	prFailures map[string][]commands.CheckFailure
-	dyn        dynamic.Interface
+	// prRevoked holds the autoscaler's message of a ProvisioningRequest
+	// whose capacity was revoked, by the UID of the Workload that owns it
+	// (Kueue then clears the Workload's checks as it deactivates it).
+	prRevoked map[string]string
+	dyn       dynamic.Interface
 	// mgr is Kueue's manager Configuration as last read; logged holds
 	// the findings already logged (logFindings).
 	mgr     managerConfig
@@ -133,6 +137,7 @@ func New(cfg Config, kube kubernetes.Interface, kueue kueueclient.Interface, opt
 		podsTold:   map[string]podsMark{},
 		evictedFor: map[string]string{},
 		prFailures: map[string][]commands.CheckFailure{},
+		prRevoked:  map[string]string{},
 		logged:     map[string]bool{},
 	}
 	for _, o := range opts {

@@ -183,7 +183,7 @@ func TestSnapshotMapsKueueObjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := snap.Cluster()
-	wantQ := []allocator.Queue{{Name: "nlp", Cohort: "research", Flavors: []string{"h100"},
+	wantQ := []allocator.Queue{{Name: "nlp", Cohort: "research", Flavors: []string{"h100"}, Weight: 1,
 		Quotas:     map[string]allocator.Quota{"h100": {Nominal: 16, BorrowingLimit: ptr.To(8)}},
 		Preemption: allocator.Preemption{WithinClusterQueue: "LowerPriority", ReclaimWithinCohort: "Never"}}}
 	if d := cmp.Diff(wantQ, c.Queues); d != "" {

@@ -150,6 +150,18 @@ func (b *Bridge) ProvisioningChecks(context.Context) (map[string]commands.CheckS
 			}
 			out[id] = st
 		}
+		if msg, ok := b.prRevoked[string(o.wl.UID)]; ok {
+			// The nodes were taken back after the admission: Kueue
+			// rejects the check and deactivates the Workload, clearing
+			// its checks, so the ProvisioningRequest says it.
+			st := out[id]
+			st.State, st.Message, st.Since = commands.CheckRejected, msg, time.Time{}
+			st.Attempt = max(st.Attempt, 1)
+			if c := apimeta.FindStatusCondition(o.wl.Status.Conditions, kueue.WorkloadEvicted); c != nil {
+				st.Since = c.LastTransitionTime.Time
+			}
+			out[id] = st
+		}
 	}
 	return out, nil
 }

@@ -58,17 +58,50 @@ func run(m *testing.M) int {
 	defer e.Stop()
 	fmt.Fprintf(os.Stderr, "k8sbridge integration: control plane, Kueue and kwok ready in %s\n", time.Since(start).Round(100*time.Millisecond))
 	env = e
-	if err := sharedObjects(ctx); err != nil {
+	if err := sharedObjects(ctx, e); err != nil {
 		fmt.Fprintf(os.Stderr, "k8sbridge integration: %v\n", err)
 		return 1
 	}
-	return m.Run()
+	code := m.Run()
+	if fsEnv != nil {
+		fsEnv.Stop()
+	}
+	return code
+}
+
+// The Fair Sharing control plane: a second one, whose Kueue runs with
+// fairSharing on (Kueue's default strategies), started by the first
+// scenario that needs it and stopped at the end.
+var (
+	fsOnce sync.Once
+	fsEnv  *k8senv.Env
+	fsErr  error
+)
+
+// fairSharingEnv returns the Fair Sharing control plane.
+func fairSharingEnv(t *testing.T) *k8senv.Env {
+	t.Helper()
+	needEnv(t)
+	fsOnce.Do(func() {
+		ctx := context.Background()
+		start := time.Now()
+		fsEnv, fsErr = k8senv.Start(ctx, k8senv.Options{Nodes: true, ManagerConfig: map[string]any{
+			"fairSharing": map[string]any{"preemptionStrategies": []any{"LessThanOrEqualToFinalShare", "LessThanInitialShare"}}}})
+		if fsErr == nil {
+			fsErr = sharedObjects(ctx, fsEnv)
+			fmt.Fprintf(os.Stderr, "k8sbridge integration: the Fair Sharing control plane ready in %s\n", time.Since(start).Round(100*time.Millisecond))
+		}
+	})
+	if fsErr != nil {
+		t.Fatalf("starting the Fair Sharing control plane: %v", fsErr)
+	}
+	return fsEnv
 }
 
 var priorities = map[string]int32{"low": 100, "normal": 200, "high": 500}
 
-func sharedObjects(ctx context.Context) error {
-	kq := kueueclient.NewForConfigOrDie(env.Config)
+func sharedObjects(ctx context.Context, e *k8senv.Env) error {
+	kq := kueueclient.NewForConfigOrDie(e.Config)
 	for name, v := range priorities {
 		_, err := kq.KueueV1beta2().WorkloadPriorityClasses().Create(ctx, &kueue.WorkloadPriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: v}, metav1.CreateOptions{})
 		if err != nil {
@@ -91,6 +124,7 @@ var scenarioN atomic.Int32
 // own flavors, ClusterQueues, namespaces and bridge.
 type scenario struct {
 	t      *testing.T
+	e      *k8senv.Env
 	ctx    context.Context
 	p      string // prefix making names unique
 	kube   kubernetes.Interface
@@ -123,9 +157,15 @@ type flavorQuota struct {
 func newScenario(t *testing.T, flavors map[string]int, teams ...teamSpec) *scenario {
 	t.Helper()
 	needEnv(t)
+	return newScenarioOn(t, env, flavors, teams...)
+}
+
+// newScenarioOn is newScenario on control plane e.
+func newScenarioOn(t *testing.T, e *k8senv.Env, flavors map[string]int, teams ...teamSpec) *scenario {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &scenario{t: t, ctx: ctx, cancel: cancel, p: fmt.Sprintf("s%d", scenarioN.Add(1)),
-		kube: kubernetes.NewForConfigOrDie(env.Config), kueue: kueueclient.NewForConfigOrDie(env.Config)}
+	s := &scenario{t: t, e: e, ctx: ctx, cancel: cancel, p: fmt.Sprintf("s%d", scenarioN.Add(1)),
+		kube: kubernetes.NewForConfigOrDie(e.Config), kueue: kueueclient.NewForConfigOrDie(e.Config)}
 	t.Cleanup(cancel)
 	s.cfg.Policy = allocator.Policy{Mode: allocator.BestEffortFIFO}
 	names := slices.Sorted(mapsKeys(flavors))
@@ -218,7 +258,7 @@ func condTrue(cs []metav1.Condition, typ string) bool {
 // start builds and starts a bridge (as the given client config, default
 // the administrator) that records its events.
 func (s *scenario) start(opts ...k8sbridge.Option) *k8sbridge.Bridge {
-	return s.startAs(env.Config, opts...)
+	return s.startAs(s.e.Config, opts...)
 }
 
 func (s *scenario) startAs(cfg *rest.Config, opts ...k8sbridge.Option) *k8sbridge.Bridge {

@@ -20,12 +20,14 @@ import (
 )
 
 // How Kueue is configured, read instead of assumed: the ClusterQueues'
-// queueingStrategy, preemption, flavorFungibility, admission checks,
-// stopPolicy, admissionScope and other resources; the cohort tree; and
-// Kueue's manager Configuration (the kueue-manager-config ConfigMap) for
-// fairSharing, admissionFairSharing and waitForPodsReady. What the
-// allocator models is used; what it does not is listed (unmodelled), and
-// estimates of the teams it affects say they are approximate.
+// queueingStrategy, preemption (borrowWithinCohort included),
+// flavorFungibility, admission checks, stopPolicy, admissionScope and
+// quotas on CPU, memory and other resources; the cohort tree with its
+// quotas and weights; and Kueue's manager Configuration (the
+// kueue-manager-config ConfigMap) for fairSharing, admissionFairSharing
+// and waitForPodsReady. What the allocator models is used (queues.go,
+// view.go); what it does not is listed (unmodelled), and estimates of
+// the teams it affects say they are approximate.
 
 // managerConfig is what gpubot reads of Kueue's manager Configuration.
 type managerConfig struct {
@@ -41,6 +43,9 @@ type managerConfig struct {
 	blockAdmit    bool
 	readyTimeout  time.Duration
 	frameworksJob bool // integrations.frameworks has batch/job
+	// ignoreCPU, ignoreMemory: resources.excludeResourcePrefixes drops
+	// cpu (memory) from what Kueue counts of a workload.
+	ignoreCPU, ignoreMemory bool
 }
 
 // configKey is the ConfigMap key Kueue's manifests and Helm chart use.
@@ -98,6 +103,13 @@ func parseManagerConfig(data []byte) (managerConfig, error) {
 		mc.blockAdmit = w.BlockAdmission != nil && *w.BlockAdmission
 		mc.readyTimeout = w.Timeout.Duration
 	}
+	if r := c.Resources; r != nil {
+		for _, p := range r.ExcludeResourcePrefixes {
+			// Kueue's dropExcludedResources: a prefix of the name.
+			mc.ignoreCPU = mc.ignoreCPU || strings.HasPrefix(string(corev1.ResourceCPU), p)
+			mc.ignoreMemory = mc.ignoreMemory || strings.HasPrefix(string(corev1.ResourceMemory), p)
+		}
+	}
 	mc.frameworksJob = c.Integrations == nil || len(c.Integrations.Frameworks) == 0 || slices.Contains(c.Integrations.Frameworks, "batch/job")
 	return mc, nil
 }
@@ -122,30 +134,14 @@ func (b *Bridge) unmodelled(v *view, mc managerConfig) []commands.Unmodelled {
 			lqCount[string(lq.Spec.ClusterQueue)]++
 		}
 	}
-	cohorts := map[string]*kueue.Cohort{}
-	if cs, err := b.cohorts.List(labels.Everything()); err == nil {
-		for _, c := range cs {
-			cohorts[c.Name] = c
-		}
-	}
-	inCohort := map[string][]string{} // cohort → its teams
 	for _, cq := range v.cqs {
 		team, ok := v.cqName[cq.Name]
 		if !ok {
 			continue
 		}
 		spec := cq.Spec
-		if co := string(spec.CohortName); co != "" {
-			inCohort[co] = append(inCohort[co], team)
-		}
 		if spec.QueueingStrategy == kueue.StrictFIFO {
 			add("StrictFIFO", fmt.Sprintf("ClusterQueue %s queues StrictFIFO: a workload that does not fit holds back those behind it, where gpubot lets them pass (BestEffortFIFO)", cq.Name), team)
-		}
-		if p := spec.Preemption; p != nil && p.BorrowWithinCohort != nil && p.BorrowWithinCohort.Policy != "" && p.BorrowWithinCohort.Policy != kueue.BorrowWithinCohortPolicyNever {
-			add("borrowWithinCohort", fmt.Sprintf("ClusterQueue %s may preempt lower-priority work in its cohort while borrowing (borrowWithinCohort %s)", cq.Name, p.BorrowWithinCohort.Policy), team)
-		}
-		if ff := spec.FlavorFungibility; ff != nil && ((ff.WhenCanBorrow != "" && ff.WhenCanBorrow != kueue.MayStopSearch) || (ff.WhenCanPreempt != "" && ff.WhenCanPreempt != kueue.TryNextFlavor) || ff.Preference != nil) {
-			add("flavorFungibility", fmt.Sprintf("ClusterQueue %s tries flavors with whenCanBorrow %s and whenCanPreempt %s; gpubot assumes Kueue's defaults (MayStopSearch, TryNextFlavor)", cq.Name, orDefault(string(ff.WhenCanBorrow), "MayStopSearch"), orDefault(string(ff.WhenCanPreempt), "TryNextFlavor")), team)
 		}
 		if spec.AdmissionChecksStrategy != nil && slices.ContainsFunc(spec.AdmissionChecksStrategy.AdmissionChecks, b.unfollowedCheck) {
 			add("admission checks", fmt.Sprintf("ClusterQueue %s admits only after admission checks pass (a ProvisioningRequest, for example), which can take any time", cq.Name), team)
@@ -156,16 +152,27 @@ func (b *Bridge) unmodelled(v *view, mc managerConfig) []commands.Unmodelled {
 		if as := spec.AdmissionScope; as != nil && as.AdmissionMode == kueue.UsageBasedAdmissionFairSharing && mc.afs && lqCount[cq.Name] > 1 {
 			add("Admission Fair Sharing", fmt.Sprintf("Kueue orders the %d LocalQueues of ClusterQueue %s by their recent usage; gpubot orders their work by priority, then arrival", lqCount[cq.Name], cq.Name), team)
 		}
-		var others []string
+		var others, apart []string
 		for _, rg := range spec.ResourceGroups {
+			withGPU := slices.Contains(rg.CoveredResources, gpu)
 			for _, r := range rg.CoveredResources {
-				if r != gpu && !slices.Contains(others, string(r)) {
+				switch {
+				case r == gpu:
+				case (r == corev1.ResourceCPU || r == corev1.ResourceMemory) && withGPU:
+				case r == corev1.ResourceCPU || r == corev1.ResourceMemory:
+					if !slices.Contains(apart, string(r)) {
+						apart = append(apart, string(r))
+					}
+				case !slices.Contains(others, string(r)):
 					others = append(others, string(r))
 				}
 			}
 		}
 		if len(others) > 0 {
-			add("quotas on other resources", fmt.Sprintf("ClusterQueue %s also has quotas on %s: Kueue admits only when those fit too, and gpubot counts GPUs only", cq.Name, strings.Join(others, ", ")), team)
+			add("quotas on other resources", fmt.Sprintf("ClusterQueue %s also has quotas on %s: Kueue admits only when those fit too, and gpubot counts GPUs, CPU and memory only", cq.Name, strings.Join(others, ", ")), team)
+		}
+		if len(apart) > 0 {
+			add("CPU or memory in another resource group", fmt.Sprintf("ClusterQueue %s gives %s quota in a resource group of its own (other flavors than its GPUs'): gpubot counts CPU and memory only in the GPUs' resource group", cq.Name, strings.Join(apart, " and ")), team)
 		}
 		tas, plain := false, false
 		for _, f := range queueFlavors(v, team) {
@@ -177,18 +184,6 @@ func (b *Bridge) unmodelled(v *view, mc managerConfig) []commands.Unmodelled {
 		}
 		if tas && plain {
 			add("mixed flavors", fmt.Sprintf("ClusterQueue %s mixes flavors with and without a Kueue Topology: Kueue gives work that asks for no topology only the flavors without one", cq.Name), team)
-		}
-	}
-	for name, c := range cohorts {
-		teams := inCohort[name]
-		if len(teams) == 0 {
-			continue
-		}
-		if c.Spec.ParentName != "" {
-			add("hierarchical cohorts", fmt.Sprintf("cohort %s has parent cohort %s: Kueue lends and borrows across the tree, gpubot only within one cohort", name, c.Spec.ParentName), teams...)
-		}
-		if len(c.Spec.ResourceGroups) > 0 {
-			add("cohort quota", fmt.Sprintf("cohort %s has quota of its own, which gpubot does not count", name), teams...)
 		}
 	}
 	// Flavors without a Topology: Kueue admits there by quota alone.
@@ -206,17 +201,6 @@ func (b *Bridge) unmodelled(v *view, mc managerConfig) []commands.Unmodelled {
 			continue
 		}
 		add("quota-only flavor", fmt.Sprintf("flavor %s has no Kueue Topology, so Kueue admits there by quota alone (%d GPUs), while gpubot also waits for free GPUs on its nodes (%d)", f, nominal[f], fi.gpus), users[f]...)
-	}
-	if mc.fairSharing {
-		var teams []string
-		for _, ts := range inCohort {
-			teams = append(teams, ts...)
-		}
-		detail := "Kueue's Fair Sharing orders the ClusterQueues of a cohort by their share of what they borrow, and preempts to even the shares"
-		if len(mc.fsStrategies) > 0 {
-			detail += " (" + strings.Join(mc.fsStrategies, ", ") + ")"
-		}
-		add("Fair Sharing", detail, teams...)
 	}
 	if mc.podsReady {
 		detail := "Kueue evicts and requeues work whose pods are not all ready in time (waitForPodsReady"
@@ -244,11 +228,4 @@ func queueFlavors(v *view, queue string) []string {
 		}
 	}
 	return nil
-}
-
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }

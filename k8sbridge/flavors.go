@@ -96,10 +96,17 @@ func (b *Bridge) readFlavors(v *view, forGPUs map[string]bool) (map[string]*flav
 		fi.gpn = max(fi.gpn, gpus)
 		fi.nodes++
 		fi.gpus += gpus
-		v.cluster.Nodes = append(v.cluster.Nodes, allocator.Node{
+		node := allocator.Node{
 			Name: n.Name, Flavor: fi.name, GPUs: gpus,
 			Block: labelOr(n.Labels, fi.blockLabel), Rack: labelOr(n.Labels, fi.rackLabel),
-		})
+		}
+		if q, ok := n.Status.Allocatable[corev1.ResourceCPU]; ok {
+			node.CPU = q.MilliValue()
+		}
+		if q, ok := n.Status.Allocatable[corev1.ResourceMemory]; ok {
+			node.Memory = q.Value()
+		}
+		v.cluster.Nodes = append(v.cluster.Nodes, node)
 	}
 	v.unmatched = describeUnmatched(unmatched, rfs, forGPUs, b.acceleratorLabels())
 	for _, rf := range rfs {

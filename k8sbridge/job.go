@@ -126,5 +126,13 @@ func buildJob(s jobSpec, gpuResource string) (*batchv1.Job, error) {
 	}
 	c.Resources.Requests[corev1.ResourceName(gpuResource)] = q
 	c.Resources.Limits[corev1.ResourceName(gpuResource)] = q
+	// The CPU and memory the request asks for (requests.cpuPerGPU,
+	// memoryPerGPU), split over its pods, replace the template's.
+	if s.w.CPU > 0 {
+		c.Resources.Requests[corev1.ResourceCPU] = *resource.NewMilliQuantity(s.w.CPU/int64(pods), resource.DecimalSI)
+	}
+	if s.w.Memory > 0 {
+		c.Resources.Requests[corev1.ResourceMemory] = *resource.NewQuantity(s.w.Memory/int64(pods), resource.BinarySI)
+	}
 	return j, nil
 }

@@ -121,6 +121,41 @@ func podGPUs(spec *corev1.PodSpec, gpu corev1.ResourceName) int {
 	return total
 }
 
+// podCPUMemory is what one pod of spec asks for of CPU (millicores) and
+// memory (bytes), as Kubernetes and Kueue count a pod's requests: the
+// larger of its containers' sum and its largest init container, plus its
+// overhead; a container's limit stands for a request it does not give.
+func podCPUMemory(spec *corev1.PodSpec) (cpu, mem int64) {
+	get := func(c corev1.Container, r corev1.ResourceName) int64 {
+		q, ok := c.Resources.Requests[r]
+		if !ok {
+			q, ok = c.Resources.Limits[r]
+		}
+		if !ok {
+			return 0
+		}
+		if r == corev1.ResourceCPU {
+			return q.MilliValue()
+		}
+		return q.Value()
+	}
+	for _, c := range spec.Containers {
+		cpu += get(c, corev1.ResourceCPU)
+		mem += get(c, corev1.ResourceMemory)
+	}
+	for _, c := range spec.InitContainers {
+		cpu = max(cpu, get(c, corev1.ResourceCPU))
+		mem = max(mem, get(c, corev1.ResourceMemory))
+	}
+	if q, ok := spec.Overhead[corev1.ResourceCPU]; ok {
+		cpu += q.MilliValue()
+	}
+	if q, ok := spec.Overhead[corev1.ResourceMemory]; ok {
+		mem += q.Value()
+	}
+	return cpu, mem
+}
+
 func quantityInt(l corev1.ResourceList, name string) int {
 	q, ok := l[corev1.ResourceName(name)]
 	if !ok {

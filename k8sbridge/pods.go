@@ -119,6 +119,10 @@ func (b *Bridge) podsEvent(o *owned, now time.Time) (ev *allocator.Event, m pods
 		return &allocator.Event{Kind: allocator.EventPodsReady, ID: o.id, At: at, Pods: st.want}, m, time.Time{}
 	case st.ready:
 		return nil, m, time.Time{}
+	case b.evicting(o):
+		// Its pods go because the workload does (Kueue evicts it, its
+		// spot node is gone): the eviction is what to tell, not them.
+		return nil, m, time.Time{}
 	case m.state == podsReady:
 		m.state = podsNotReady
 		return &allocator.Event{Kind: allocator.EventPodsNotReady, ID: o.id, At: now, Pods: st.want, Detail: st.detail}, m, time.Time{}
@@ -131,6 +135,30 @@ func (b *Bridge) podsEvent(o *owned, now time.Time) (ev *allocator.Event, m pods
 		return &allocator.Event{Kind: allocator.EventPodsNotReady, ID: o.id, At: now, Pods: st.want, Detail: st.detail}, m, time.Time{}
 	}
 	return nil, m, time.Time{}
+}
+
+// evicting reports whether admitted o's pods are going with it: Kueue
+// evicts it or has suspended its Job, or one of its pods is being deleted
+// or sits on a node that is gone (a spot node reclaimed: Kueue evicts the
+// workload next). The caller holds b.mu.
+func (b *Bridge) evicting(o *owned) bool {
+	if o.wl != nil && apimeta.IsStatusConditionTrue(o.wl.Status.Conditions, kueue.WorkloadEvicted) {
+		return true
+	}
+	if o.job == nil || ptr.Deref(o.job.Spec.Suspend, false) {
+		return o.job != nil
+	}
+	for _, p := range b.jobPods(o.job) {
+		if p.DeletionTimestamp != nil {
+			return true
+		}
+		if n := p.Spec.NodeName; n != "" {
+			if _, err := b.nodes.Get(n); apierrors.IsNotFound(err) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // podsStatus reads the pods of an admitted workload from the caches. ok

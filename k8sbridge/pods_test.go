@@ -270,3 +270,47 @@ func TestPodsReadyAgainAfterReadmission(t *testing.T) {
 		t.Errorf("events (-want +got):\n%s", d)
 	}
 }
+
+// TestPodsGoingWithTheirNodeAreNotNoise: when a workload's node goes away
+// (a spot node reclaimed) its pods stop being ready before Kueue evicts
+// it; that is the eviction's to tell, not a pods-not-ready report and a
+// "free the GPUs" message to the owner. The same pods stopping on a node
+// that is still there are reported.
+func TestPodsGoingWithTheirNodeAreNotNoise(t *testing.T) {
+	clk := testingclock.NewFakeClock(t0.Add(2 * time.Minute))
+	j1 := gpubotJob("r1")
+	w1 := fakeWorkload("team-nlp", "job-r1", 1, 8, j1)
+	admit(w1, "h100", t0.Add(time.Minute))
+	p1 := jobPod(j1, 1)
+	f := newFake([]runtime.Object{gpuNode("n1", "r1", 8), gpuNode("n2", "r1", 8), j1, p1}, []runtime.Object{w1})
+	_, ev := startFake(t, f, k8sbridge.WithClock(clk))
+	ev.wait(t, allocator.EventAdmitted, "r1")
+	setPod(t, f, p1, func(p *corev1.Pod) { running(p, t0.Add(90*time.Second)) })
+	ev.wait(t, allocator.EventPodsReady, "r1")
+
+	clk.Step(time.Hour)
+	if err := f.kube.CoreV1().Nodes().Delete(context.Background(), "n1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	setPod(t, f, p1, func(p *corev1.Pod) {
+		p.Status.Phase = corev1.PodFailed
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "NodeLost"}}
+	})
+	settle(t, f, ev, 1)
+	if d := cmp.Diff([]string{"admitted", "pods-ready 1"}, ev.of("r1")); d != "" {
+		t.Errorf("events after the node went (-want +got):\n%s", d)
+	}
+
+	// On a node that is still there, the same trouble is reported.
+	j2 := gpubotJob("r2")
+	w2 := fakeWorkload("team-nlp", "job-r2", 1, 8, j2)
+	admit(w2, "h100", t0.Add(time.Minute))
+	p2 := jobPod(j2, 1)
+	p2.Spec.NodeName = "n2"
+	f2 := newFake([]runtime.Object{gpuNode("n2", "r1", 8), j2, p2}, []runtime.Object{w2})
+	_, ev2 := startFake(t, f2, k8sbridge.WithClock(clk))
+	setPod(t, f2, p2, func(p *corev1.Pod) { running(p, t0.Add(90*time.Second)); p.Spec.NodeName = "n2" })
+	ev2.wait(t, allocator.EventPodsReady, "r2")
+	setPod(t, f2, p2, imagePullBackOff)
+	ev2.wait(t, allocator.EventPodsNotReady, "r2")
+}

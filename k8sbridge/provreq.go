@@ -81,7 +81,20 @@ func (b *Bridge) notePR(u *unstructured.Unstructured) {
 	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 	for _, c := range conds {
 		m, _ := c.(map[string]any)
-		if m["type"] != "Failed" || m["status"] != string(metav1.ConditionTrue) {
+		// A booking that expired before Kueue admitted the workload is
+		// retried like a failure (Kueue words its check "Retrying after
+		// booking expired: …"); after the admission it is ignored, and the
+		// check is then Ready, so nothing is told for it.
+		typ, _ := m["type"].(string)
+		if typ == "CapacityRevoked" && m["status"] == string(metav1.ConditionTrue) {
+			msg, _ := m["message"].(string)
+			b.mu.Lock()
+			b.prRevoked[owner] = msg
+			b.mu.Unlock()
+			b.poke()
+			continue
+		}
+		if (typ != "Failed" && typ != "BookingExpired") || m["status"] != string(metav1.ConditionTrue) {
 			continue
 		}
 		name := u.GetName()
@@ -90,6 +103,9 @@ func (b *Bridge) notePR(u *unstructured.Unstructured) {
 			return
 		}
 		msg, _ := m["message"].(string)
+		if typ == "BookingExpired" {
+			msg = commands.BookingExpired + msg
+		}
 		b.mu.Lock()
 		fs := b.prFailures[owner]
 		known := false

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/gpubot/gpubot/allocator"
+	"github.com/gpubot/gpubot/commands"
 )
 
 // SetupSpec is what `gpubot kueue-setup` needs of gpubot's configuration
@@ -26,9 +27,16 @@ type SetupSpec struct {
 	Flavors          []SetupFlavor
 	Priorities       []SetupPriority
 	Teams            []SetupTeam
+	// Cohorts are the configured Cohort objects (parent, quota, weight);
+	// cohorts teams name that are not listed are written without a spec.
+	Cohorts []allocator.Cohort
 	// FairSharing is set when the configuration asks for Admission Fair
 	// Sharing across teams, which Kueue has no setting for.
 	FairSharing bool
+	// KueueFairSharing is Kueue's Fair Sharing (admission.mode
+	// FairSharing): the manager Configuration needs fairSharing, which the
+	// notes at the end say.
+	KueueFairSharing *allocator.KueueFairSharing
 }
 
 // SetupFlavor is one flavor and the node labels its nodes carry (nil:
@@ -54,6 +62,9 @@ type SetupProvisioning struct {
 	// Class is the ProvisioningRequest class ("" is GKE's Dynamic
 	// Workload Scheduler, queued-provisioning.gke.io).
 	Class string
+	// Retry is the ProvisioningRequestConfig's retryStrategy; the zero
+	// value is Kueue's default.
+	Retry commands.ProvisioningRetry
 }
 
 // ProvisioningClassDWS is GKE's Dynamic Workload Scheduler's
@@ -155,7 +166,11 @@ func Setup(spec SetupSpec) []byte {
 			p("spec:")
 			p("  provisioningClassName: %s", cmpOr(pr.Class, ProvisioningClassDWS))
 			p("  managedResources: [%s]", yamlStr(gpu))
-			p("  retryStrategy: {backoffLimitCount: 3, backoffBaseSeconds: 60, backoffMaxSeconds: 1800}")
+			r := pr.Retry
+			if r == (commands.ProvisioningRetry{}) {
+				r = commands.DefaultProvisioningRetry
+			}
+			p("  retryStrategy: {backoffLimitCount: %d, backoffBaseSeconds: %d, backoffMaxSeconds: %d}", r.Limit, int(r.Backoff.Seconds()), int(r.MaxBackoff.Seconds()))
 			p("---")
 			p("apiVersion: kueue.x-k8s.io/v1beta2")
 			p("kind: AdmissionCheck")
@@ -169,10 +184,18 @@ func Setup(spec SetupSpec) []byte {
 			p("    name: %s", pr.Config)
 		}
 	}
-	var cohorts []string
+	cohorts := slices.Clone(spec.Cohorts)
+	named := func(c string) bool {
+		return slices.ContainsFunc(cohorts, func(x allocator.Cohort) bool { return x.Name == c })
+	}
 	for _, t := range spec.Teams {
-		if c := t.Queue.Cohort; c != "" && !slices.Contains(cohorts, c) {
-			cohorts = append(cohorts, c)
+		if c := t.Queue.Cohort; c != "" && !named(c) {
+			cohorts = append(cohorts, allocator.Cohort{Name: c})
+		}
+	}
+	for _, c := range spec.Cohorts {
+		if c.Parent != "" && !named(c.Parent) {
+			cohorts = append(cohorts, allocator.Cohort{Name: c.Parent})
 		}
 	}
 	for _, c := range cohorts {
@@ -180,7 +203,24 @@ func Setup(spec SetupSpec) []byte {
 		p("apiVersion: kueue.x-k8s.io/v1beta2")
 		p("kind: Cohort")
 		p("metadata:")
-		p("  name: %s", c)
+		p("  name: %s", c.Name)
+		if c.Parent == "" && len(c.Quotas) == 0 && (c.Weight == 0 || c.Weight == 1) {
+			continue
+		}
+		p("spec:")
+		if c.Parent != "" {
+			p("  parentName: %s", c.Parent)
+		}
+		writeWeight(p, "  ", c.Weight)
+		if len(c.Quotas) > 0 {
+			var fl []string
+			for _, f := range spec.Flavors {
+				if _, ok := c.Quotas[f.Name]; ok {
+					fl = append(fl, f.Name)
+				}
+			}
+			writeResourceGroup(p, gpu, fl, c.Quotas, c.Parent != "")
+		}
 	}
 	prios := slices.Clone(spec.Priorities)
 	slices.SortStableFunc(prios, func(a, c SetupPriority) int { return int(a.Value) - int(c.Value) })
@@ -223,22 +263,23 @@ func Setup(spec SetupSpec) []byte {
 		p("  preemption:")
 		p("    withinClusterQueue: %s", cmpOr(q.Preemption.WithinClusterQueue, allocator.PreemptNever))
 		p("    reclaimWithinCohort: %s", cmpOr(q.Preemption.ReclaimWithinCohort, allocator.PreemptNever))
-		p("  resourceGroups:")
-		p("    - coveredResources: [%s]", yamlStr(gpu))
-		p("      flavors:")
-		for _, f := range q.Flavors {
-			qu := q.Quotas[f]
-			p("        - name: %s", f)
-			p("          resources:")
-			p("            - name: %s", yamlStr(gpu))
-			p("              nominalQuota: %d", qu.Nominal)
-			if qu.BorrowingLimit != nil && q.Cohort != "" {
-				p("              borrowingLimit: %d", *qu.BorrowingLimit)
-			}
-			if qu.LendingLimit != nil && q.Cohort != "" {
-				p("              lendingLimit: %d", *qu.LendingLimit)
+		if bw := q.Preemption.BorrowWithinCohort; bw != "" && bw != allocator.PreemptNever {
+			p("    borrowWithinCohort:")
+			p("      policy: %s", bw)
+			if m := q.Preemption.BorrowWithinCohortMaxPriority; m != nil {
+				p("      maxPriorityThreshold: %d", *m)
 			}
 		}
+		if ff := q.FlavorFungibility; ff != (allocator.FlavorFungibility{}) {
+			p("  flavorFungibility:")
+			p("    whenCanBorrow: %s", cmpOr(ff.WhenCanBorrow, allocator.MayStopSearch))
+			p("    whenCanPreempt: %s", cmpOr(ff.WhenCanPreempt, allocator.TryNextFlavor))
+			if ff.Preference != "" {
+				p("    preference: %s", ff.Preference)
+			}
+		}
+		writeWeight(p, "  ", q.Weight)
+		writeResourceGroup(p, gpu, q.Flavors, q.Quotas, q.Cohort != "")
 		p("---")
 		p("apiVersion: kueue.x-k8s.io/v1beta2")
 		p("kind: LocalQueue")
@@ -248,8 +289,122 @@ func Setup(spec SetupSpec) []byte {
 		p("spec:")
 		p("  clusterQueue: %s", q.Name)
 	}
-	b.WriteString(ManagerConfigNotes)
+	if fs := spec.KueueFairSharing; fs != nil {
+		b.WriteString(fairSharingNotes(fs))
+	} else {
+		b.WriteString(ManagerConfigNotes)
+	}
 	return b.Bytes()
+}
+
+// writeWeight writes a fair-sharing weight other than 1 (Kueue's
+// default); ZeroWeight is Kueue's 0.
+func writeWeight(p func(string, ...any), indent string, w float64) {
+	if w == 0 || w == 1 {
+		return
+	}
+	if w <= allocator.ZeroWeight {
+		w = 0
+	}
+	p("%sfairSharing:", indent)
+	p("%s  weight: %s", indent, yamlStr(strconv.FormatFloat(w, 'f', -1, 64)))
+}
+
+// writeResourceGroup writes the one resource group gpubot's model has:
+// GPUs, and CPU and memory where the quotas give them (then on every
+// flavor, as Kueue requires).
+func writeResourceGroup(p func(string, ...any), gpu string, flavors []string, quotas map[string]allocator.Quota, limits bool) {
+	cpu, mem := false, false
+	for _, f := range flavors {
+		cpu = cpu || quotas[f].CPU != nil
+		mem = mem || quotas[f].Memory != nil
+	}
+	covered := []string{yamlStr(gpu)}
+	if cpu {
+		covered = append(covered, "cpu")
+	}
+	if mem {
+		covered = append(covered, "memory")
+	}
+	p("  resourceGroups:")
+	p("    - coveredResources: [%s]", strings.Join(covered, ", "))
+	p("      flavors:")
+	for _, f := range flavors {
+		qu := quotas[f]
+		p("        - name: %s", f)
+		p("          resources:")
+		p("            - name: %s", yamlStr(gpu))
+		p("              nominalQuota: %d", qu.Nominal)
+		if qu.BorrowingLimit != nil && limits {
+			p("              borrowingLimit: %d", *qu.BorrowingLimit)
+		}
+		if qu.LendingLimit != nil && limits {
+			p("              lendingLimit: %d", *qu.LendingLimit)
+		}
+		res := func(name string, rq *allocator.ResourceQuota, amount func(int64) string) {
+			if rq == nil {
+				rq = &allocator.ResourceQuota{}
+			}
+			p("            - name: %s", name)
+			p("              nominalQuota: %s", amount(rq.Nominal))
+			if rq.BorrowingLimit != nil && limits {
+				p("              borrowingLimit: %s", amount(*rq.BorrowingLimit))
+			}
+			if rq.LendingLimit != nil && limits {
+				p("              lendingLimit: %s", amount(*rq.LendingLimit))
+			}
+		}
+		if cpu {
+			res("cpu", qu.CPU, cpuAmount)
+		}
+		if mem {
+			res("memory", qu.Memory, memAmount)
+		}
+	}
+}
+
+// cpuAmount writes millicores as Kubernetes does: cores when whole.
+func cpuAmount(m int64) string {
+	if m%1000 == 0 {
+		return strconv.FormatInt(m/1000, 10)
+	}
+	return yamlStr(strconv.FormatInt(m, 10) + "m")
+}
+
+// memAmount writes bytes with the largest binary suffix that divides it.
+func memAmount(b int64) string {
+	for _, u := range []struct {
+		s string
+		m int64
+	}{{"Ti", 1 << 40}, {"Gi", 1 << 30}, {"Mi", 1 << 20}, {"Ki", 1 << 10}} {
+		if b != 0 && b%u.m == 0 {
+			return yamlStr(strconv.FormatInt(b/u.m, 10) + u.s)
+		}
+	}
+	return strconv.FormatInt(b, 10)
+}
+
+// fairSharingNotes are ManagerConfigNotes for a configuration that asks
+// for Kueue's Fair Sharing.
+func fairSharingNotes(fs *allocator.KueueFairSharing) string {
+	strategies := "[LessThanOrEqualToFinalShare, LessThanInitialShare]   # Kueue's default"
+	if len(fs.PreemptionStrategies) > 0 {
+		strategies = "[" + strings.Join(fs.PreemptionStrategies, ", ") + "]"
+	}
+	return `#
+# Kueue's manager Configuration (ConfigMap kueue-manager-config in kueue-system, key
+# controller_manager_config.yaml). The configuration's admission.mode is FairSharing:
+# gpubot predicts what Kueue does with:
+#
+#   integrations:
+#     frameworks: ["batch/job", ...]   # gpubot submits batch/v1 Jobs
+#   fairSharing:
+#     preemptionStrategies: ` + strategies + `
+#   # admissionFairSharing: absent: it orders LocalQueues inside one ClusterQueue by usage
+#   # waitForPodsReady:     absent: it evicts work whose pods are not ready in time
+#
+# Kueue reads it only at start: edit the ConfigMap, then restart kueue-controller-manager.
+`
 }
 
 // ManagerConfigNotes is what gpubot's model assumes of Kueue's manager

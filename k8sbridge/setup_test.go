@@ -112,3 +112,74 @@ func TestSetupWritesTheKueueObjects(t *testing.T) {
 }
 
 func bufioReader(b []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReader(b)) }
+
+// Setup writes what the allocator models beyond GPU quotas: Cohort
+// objects with a parent, quota and weight; CPU and memory in the GPUs'
+// resource group; borrowWithinCohort; flavorFungibility; fair-sharing
+// weights; and, with Kueue's Fair Sharing, the manager Configuration it
+// needs.
+func TestSetupWritesKueueSettings(t *testing.T) {
+	two, mx := 2, int32(100)
+	cpu := func(c int64) *allocator.ResourceQuota { return &allocator.ResourceQuota{Nominal: c * 1000} }
+	spec := k8sbridge.SetupSpec{
+		Source: "test.yaml", GPUResource: "nvidia.com/gpu",
+		Flavors: []k8sbridge.SetupFlavor{{Name: "h100", NodeLabels: map[string]string{"a": "b"}}},
+		Cohorts: []allocator.Cohort{{Name: "research", Parent: "org", Weight: 0.5, Quotas: map[string]allocator.Quota{"h100": {Nominal: 4, LendingLimit: &two, CPU: cpu(48)}}}},
+		Teams: []k8sbridge.SetupTeam{{Queue: allocator.Queue{Name: "nlp", Cohort: "research", Flavors: []string{"h100"}, Weight: allocator.ZeroWeight,
+			Quotas:            map[string]allocator.Quota{"h100": {Nominal: 8, CPU: cpu(96), Memory: &allocator.ResourceQuota{Nominal: 768 << 30}}},
+			Preemption:        allocator.Preemption{ReclaimWithinCohort: "Any", BorrowWithinCohort: "LowerPriority", BorrowWithinCohortMaxPriority: &mx},
+			FlavorFungibility: allocator.FlavorFungibility{WhenCanBorrow: "TryNextFlavor"}}}},
+		KueueFairSharing: &allocator.KueueFairSharing{PreemptionStrategies: []string{"LessThanInitialShare"}},
+	}
+	out := k8sbridge.Setup(spec)
+	if !strings.Contains(string(out), "#   fairSharing:\n#     preemptionStrategies: [LessThanInitialShare]") {
+		t.Errorf("the manager Configuration's fairSharing is not in the notes:\n%s", out)
+	}
+	cohorts := map[string]kueue.Cohort{}
+	var cq kueue.ClusterQueue
+	r := utilyaml.NewYAMLReader(bufioReader(out))
+	for {
+		doc, err := r.Read()
+		if err != nil {
+			break
+		}
+		var meta struct{ Kind string }
+		if err := yaml.Unmarshal(doc, &meta); err != nil {
+			continue
+		}
+		switch meta.Kind {
+		case "Cohort":
+			var c kueue.Cohort
+			if err := yaml.UnmarshalStrict(doc, &c); err != nil {
+				t.Fatalf("Cohort: %v\n%s", err, doc)
+			}
+			cohorts[c.Name] = c
+		case "ClusterQueue":
+			if err := yaml.UnmarshalStrict(doc, &cq); err != nil {
+				t.Fatalf("ClusterQueue: %v\n%s", err, doc)
+			}
+		}
+	}
+	res := cohorts["research"].Spec
+	if _, ok := cohorts["org"]; !ok || res.ParentName != "org" || res.FairSharing.Weight.String() != "500m" {
+		t.Errorf("cohorts %+v", cohorts)
+	}
+	if rg := res.ResourceGroups[0]; !cmp.Equal(rg.CoveredResources, []corev1.ResourceName{"nvidia.com/gpu", "cpu"}) ||
+		rg.Flavors[0].Resources[0].LendingLimit.Value() != 2 || rg.Flavors[0].Resources[1].NominalQuota.Value() != 48 {
+		t.Errorf("research's resource group %+v", rg)
+	}
+	s := cq.Spec
+	if rg := s.ResourceGroups[0]; !cmp.Equal(rg.CoveredResources, []corev1.ResourceName{"nvidia.com/gpu", "cpu", "memory"}) ||
+		rg.Flavors[0].Resources[1].NominalQuota.Value() != 96 || rg.Flavors[0].Resources[2].NominalQuota.String() != "768Gi" {
+		t.Errorf("nlp's resource group %+v", rg)
+	}
+	if bw := s.Preemption.BorrowWithinCohort; bw == nil || bw.Policy != kueue.BorrowWithinCohortPolicyLowerPriority || *bw.MaxPriorityThreshold != 100 {
+		t.Errorf("borrowWithinCohort %+v", bw)
+	}
+	if ff := s.FlavorFungibility; ff == nil || ff.WhenCanBorrow != kueue.TryNextFlavor || ff.WhenCanPreempt != kueue.TryNextFlavor {
+		t.Errorf("flavorFungibility %+v", ff)
+	}
+	if w := s.FairSharing; w == nil || !w.Weight.IsZero() {
+		t.Errorf("a weight of 0 written as %+v", w)
+	}
+}

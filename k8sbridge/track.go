@@ -60,7 +60,7 @@ func (b *Bridge) Track(ctx context.Context, namespace, job, id, requester string
 	ref := jobRef{Namespace: namespace, Name: job, job: j}
 	var w allocator.Workload
 	if wl := b.workloadOfJob(ref); wl != nil {
-		if ww, ph, at, ok := b.workload(wl, id, v.flavors, v.cqName); ok {
+		if ww, ph, at, ok := b.workload(v, wl, id, v.flavors, v.cqName); ok {
 			w = ww
 			t.Finished = ph == phaseFinished
 			if ph == phaseAdmitted && w.Admission != nil {
@@ -70,7 +70,7 @@ func (b *Bridge) Track(ctx context.Context, namespace, job, id, requester string
 			}
 			t.Created = wl.CreationTimestamp.Time
 		}
-	} else if ww, ok := b.jobWorkload(j, id, v.cqName); ok {
+	} else if ww, ok := b.jobWorkload(v, j, id, v.cqName); ok {
 		w = ww
 	}
 	if w.GPUs == 0 {

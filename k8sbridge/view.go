@@ -69,6 +69,9 @@ type view struct {
 	cqs       []*kueue.ClusterQueue
 	// unmatched describes the GPU nodes no ResourceFlavor selects.
 	unmatched []string
+	// separate: queues whose CPU or memory quota is in a resource group
+	// of its own (other flavors), which the model does not count.
+	separate map[string]bool
 }
 
 // snapshot builds the allocator's snapshot. Workloads the model cannot
@@ -77,6 +80,13 @@ type view struct {
 // out, with a warning.
 func (v *view) snapshot(now time.Time) (*allocator.Snapshot, error) {
 	s, err := allocator.NewSnapshot(&v.cluster, now, nil, nil)
+	if err != nil && len(v.cluster.Cohorts) > 0 {
+		// Kueue stops a cohort tree it cannot use (a cycle of parents);
+		// model the cohorts without their objects rather than nothing.
+		v.warnings = append(v.warnings, fmt.Sprintf("the cohort tree left out of the model: %v", err))
+		v.cluster.Cohorts = nil
+		s, err = allocator.NewSnapshot(&v.cluster, now, nil, nil)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("k8sbridge: modelling the cluster: %w", err)
 	}
@@ -85,8 +95,18 @@ func (v *view) snapshot(now time.Time) (*allocator.Snapshot, error) {
 			continue
 		}
 		w.Flavor, w.Topology = "", allocator.LevelNone
-		if _, err := s.Add(w); err != nil {
+		if _, err := s.Add(w); err == nil {
+			continue
+		}
+		// Its admission cannot be modelled (nodes that went away, a
+		// reservation the model has no room for): as pending, the work is
+		// still there, so that gpubot does not think it vanished.
+		a := w.Admission
+		w.Admission = nil
+		if _, err := s.Add(w); err != nil || a == nil {
 			v.warnings = append(v.warnings, fmt.Sprintf("workload %s left out of the model: %v", w.ID, err))
+		} else {
+			v.warnings = append(v.warnings, fmt.Sprintf("workload %s modelled as pending: its admission on %s does not fit the model", w.ID, a.Flavor))
 		}
 	}
 	return s, nil
@@ -94,12 +114,17 @@ func (v *view) snapshot(now time.Time) (*allocator.Snapshot, error) {
 
 // view reads the caches. The caller holds b.mu.
 func (b *Bridge) view() (*view, error) {
-	v := &view{owned: map[string]*owned{}, byUID: map[string]string{}}
+	v := &view{owned: map[string]*owned{}, byUID: map[string]string{}, separate: map[string]bool{}}
 	v.cluster.Policy = b.cfg.Policy
-	// Kueue orders the ClusterQueues of a cohort by priority, then
-	// arrival; Admission Fair Sharing orders only the LocalQueues inside
-	// one ClusterQueue (see features.go).
+	// Kueue's cycle (one head per ClusterQueue, by priority and arrival,
+	// or by dominant resource share with its Fair Sharing); Admission
+	// Fair Sharing orders only the LocalQueues inside one ClusterQueue
+	// (see features.go).
 	v.cluster.Policy.Mode = allocator.BestEffortFIFO
+	v.cluster.Policy.FairSharing = nil
+	if b.mgr.fairSharing {
+		v.cluster.Policy.FairSharing = &allocator.KueueFairSharing{PreemptionStrategies: slices.Clone(b.mgr.fsStrategies)}
+	}
 	cqs, err := b.cqs.List(labels.Everything())
 	if err != nil {
 		return nil, fmt.Errorf("k8sbridge: listing ClusterQueues: %w", err)
@@ -110,6 +135,7 @@ func (b *Bridge) view() (*view, error) {
 		return nil, err
 	}
 	cqName := b.readQueues(v, cqs, flavors)
+	b.readCohorts(v, flavors)
 	v.flavors, v.cqName, v.cqs = flavors, cqName, cqs
 	if err := b.readWorkloads(v, flavors, cqName); err != nil {
 		return nil, err
@@ -162,7 +188,7 @@ func (b *Bridge) readWorkloads(v *view, flavors map[string]*flavorInfo, cqName m
 			id = o.id
 		}
 		v.byUID[string(wl.UID)] = id
-		w, ph, at, ok := b.workload(wl, id, flavors, cqName)
+		w, ph, at, ok := b.workload(v, wl, id, flavors, cqName)
 		if o != nil {
 			o.wl, o.phase, o.at = wl, ph, at
 			if ph == phaseFinished {
@@ -197,7 +223,7 @@ func (b *Bridge) readWorkloads(v *view, flavors map[string]*flavorInfo, cqName m
 			}
 			continue
 		}
-		w, ok := b.jobWorkload(o.job, id, cqName)
+		w, ok := b.jobWorkload(v, o.job, id, cqName)
 		if !ok {
 			continue
 		}
@@ -231,7 +257,7 @@ func (b *Bridge) readWorkloads(v *view, flavors map[string]*flavorInfo, cqName m
 
 // workload converts a Kueue Workload. ok is false for workloads outside
 // the model (no GPUs, no known queue).
-func (b *Bridge) workload(wl *kueue.Workload, id string, flavors map[string]*flavorInfo, cqName map[string]string) (w allocator.Workload, ph phase, at time.Time, ok bool) {
+func (b *Bridge) workload(v *view, wl *kueue.Workload, id string, flavors map[string]*flavorInfo, cqName map[string]string) (w allocator.Workload, ph phase, at time.Time, ok bool) {
 	gpu := corev1.ResourceName(b.cfg.GPUResource)
 	ph = phasePending
 	if c := apimeta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadFinished); c != nil && c.Status == metav1.ConditionTrue {
@@ -253,9 +279,13 @@ func (b *Bridge) workload(wl *kueue.Workload, id string, flavors map[string]*fla
 		return w, ph, at, false
 	}
 	gpus, level := 0, allocator.LevelNone
+	var cpu, mem int64
 	for _, ps := range wl.Spec.PodSets {
 		per := podGPUs(&ps.Template.Spec, gpu)
 		gpus += per * int(ps.Count)
+		c, m := podCPUMemory(&ps.Template.Spec)
+		cpu += c * int64(ps.Count)
+		mem += m * int64(ps.Count)
 		if tr := ps.TopologyRequest; tr != nil && tr.Required != nil {
 			level = max(level, levelOf(*tr.Required, flavors, b.cfg))
 		}
@@ -264,6 +294,7 @@ func (b *Bridge) workload(wl *kueue.Workload, id string, flavors map[string]*fla
 		return w, ph, at, false
 	}
 	w = allocator.Workload{ID: id, Queue: queue, GPUs: gpus, Topology: level, Created: wl.CreationTimestamp.Time}
+	b.setCPUMemory(v, &w, cpu, mem)
 	if wl.Spec.Priority != nil {
 		w.Priority = *wl.Spec.Priority
 	}
@@ -291,7 +322,7 @@ func (b *Bridge) workload(wl *kueue.Workload, id string, flavors map[string]*fla
 }
 
 // jobWorkload models a gpubot Job that Kueue has no Workload for yet.
-func (b *Bridge) jobWorkload(j *batchv1.Job, id string, cqName map[string]string) (allocator.Workload, bool) {
+func (b *Bridge) jobWorkload(v *view, j *batchv1.Job, id string, cqName map[string]string) (allocator.Workload, bool) {
 	team, ok := b.cfg.teamOfNamespace(j.Namespace)
 	if !ok {
 		return allocator.Workload{}, false
@@ -313,8 +344,26 @@ func (b *Bridge) jobWorkload(j *batchv1.Job, id string, cqName map[string]string
 	}
 	pods := int(ptrOr(j.Spec.Parallelism, 1))
 	w.GPUs = pods * podGPUs(&j.Spec.Template.Spec, corev1.ResourceName(b.cfg.GPUResource))
+	c, m := podCPUMemory(&j.Spec.Template.Spec)
+	b.setCPUMemory(v, &w, c*int64(pods), m*int64(pods))
 	applyAnnotations(&w, j)
 	return w, w.GPUs > 0
+}
+
+// setCPUMemory gives w the CPU and memory its pods ask for, as Kueue
+// counts them, unless its ClusterQueue keeps those quotas in a resource
+// group of their own (not modelled: see features.go) or Kueue's
+// resources.excludeResourcePrefixes leaves them out.
+func (b *Bridge) setCPUMemory(v *view, w *allocator.Workload, cpu, mem int64) {
+	if v.separate[w.Queue] {
+		return
+	}
+	if !b.mgr.ignoreCPU {
+		w.CPU = cpu
+	}
+	if !b.mgr.ignoreMemory {
+		w.Memory = mem
+	}
 }
 
 // applyAnnotations takes what gpubot asked for from its Job's annotations:

@@ -172,12 +172,14 @@ waitForPodsReady:
   blockAdmission: true
 integrations:
   frameworks: ["pod"]
+resources:
+  excludeResourcePrefixes: ["mem", "example.com/"]
 `))
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := managerConfig{fairSharing: true, fsStrategies: []string{"LessThanOrEqualToFinalShare"}, afs: true, afsHalfLife: 168 * time.Hour,
-		podsReady: true, blockAdmit: true, readyTimeout: 5 * time.Minute, frameworksJob: false}
+		podsReady: true, blockAdmit: true, readyTimeout: 5 * time.Minute, frameworksJob: false, ignoreMemory: true}
 	if diff := cmp.Diff(want, mc, cmp.AllowUnexported(managerConfig{})); diff != "" {
 		t.Errorf("parsed (-want +got):\n%s", diff)
 	}
@@ -187,5 +189,27 @@ integrations:
 	}
 	if _, err := parseManagerConfig([]byte("kind: ConfigMap\n")); err == nil {
 		t.Error("a ConfigMap parsed as a Configuration")
+	}
+}
+
+// A workload whose admission the model cannot take (here: on a node that
+// went away) is modelled as pending rather than dropped, so that the
+// service does not take it for vanished and resubmit it at every sweep.
+func TestSnapshotKeepsUnplaceableWorkloads(t *testing.T) {
+	v := &view{cluster: allocator.Cluster{
+		Flavors: []allocator.Flavor{{Name: "h100", GPUsPerNode: 8}},
+		Nodes:   []allocator.Node{{Name: "n1", Flavor: "h100", GPUs: 8}},
+		Queues:  []allocator.Queue{{Name: "nlp", Flavors: []string{"h100"}, Quotas: map[string]allocator.Quota{"h100": {Nominal: 8}}}},
+	}, workloads: []allocator.Workload{{ID: "r1", Queue: "nlp", GPUs: 8, Flavor: "h100",
+		Admission: &allocator.Admission{Flavor: "h100", Nodes: []string{"gone-1"}}}}}
+	s, err := v.snapshot(time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w, ok := s.Workload("r1"); !ok || w.Admission != nil {
+		t.Errorf("r1 in the snapshot: %+v, %v; want it there, pending", w, ok)
+	}
+	if len(v.warnings) != 1 || !strings.Contains(v.warnings[0], "r1 modelled as pending") {
+		t.Errorf("warnings = %q", v.warnings)
 	}
 }

@@ -137,7 +137,7 @@ type Cluster struct {
 // queue is reported, not ignored.
 func New(ctx context.Context, c *allocator.Cluster, st StateStore, clk clock.PassiveClock, opts ...Option) (*Cluster, bool, error) {
 	cl := &Cluster{clock: clk, st: st, podsTimeout: DefaultPodsReadyTimeout, profiles: map[string]Profile{}, c: c,
-		el: elasticState{Provisioned: map[string]provisioned{}}}
+		el: elasticState{Checks: map[string]check{}}}
 	for _, o := range opts {
 		o(cl)
 	}
@@ -179,6 +179,7 @@ func (c *Cluster) load(data []byte) error {
 		c.profiles[id] = p
 	}
 	c.el = s.Elastic.clone()
+	c.el.upgrade(snap)
 	return nil
 }
 
@@ -245,6 +246,7 @@ func (c *Cluster) NextEvent() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	next, _ := c.dueElastic(c.snap, &c.el, c.snap.Now().Add(100*365*24*time.Hour))
+	endOf := c.endOf(&c.el)
 	for _, w := range c.snap.Workloads() {
 		if w.Admission == nil {
 			continue
@@ -252,10 +254,10 @@ func (c *Cluster) NextEvent() time.Time {
 		if t, ok := c.podsDue(w); ok && (next.IsZero() || t.Before(next)) {
 			next = t
 		}
-		if w.Duration == 0 {
+		end := endOf(w)
+		if end.IsZero() {
 			continue
 		}
-		end := w.Admission.At.Add(w.Duration)
 		if next.IsZero() || end.Before(next) {
 			next = end
 		}
@@ -300,8 +302,8 @@ func (c *Cluster) GPUUtilization(_ context.Context, ids []string, window time.Du
 	out := map[string]commands.Utilized{}
 	for _, id := range ids {
 		w, ok := c.snap.Workload(id)
-		if !ok || w.Admission == nil || window <= 0 {
-			continue
+		if !ok || w.Admission == nil || window <= 0 || c.reserving(&c.el, w) {
+			continue // not running (or only holding quota while its nodes are provisioned)
 		}
 		u := commands.Utilized{Peak: BusyUtilization, Coverage: 1, Source: "simulated"}
 		if p := c.profiles[id]; p.PodsNeverReady {
@@ -327,12 +329,13 @@ func (c *Cluster) Apply(ctx context.Context, op commands.Op) ([]allocator.Event,
 	return c.change(ctx, func(s *allocator.Snapshot, e *elasticState) ([]allocator.Event, error) {
 		switch op.Kind {
 		case commands.OpSubmit:
-			if c.hold(s, e, op.Workload) {
-				return nil, nil
+			if e.holding(op.Workload.ID) >= 0 {
+				return nil, nil // submitting twice is harmless
 			}
-			return submit(s, op.Workload)
+			evs, err := submit(s, op.Workload)
+			return c.reserve(e, evs), err
 		case commands.OpSwitch:
-			unhold(e, op.Workload.ID)
+			forget(e, op.Workload.ID)
 			var events []allocator.Event
 			if _, ok := s.Workload(op.Workload.ID); ok {
 				if _, err := s.Release(op.Workload.ID); err != nil {
@@ -340,13 +343,13 @@ func (c *Cluster) Apply(ctx context.Context, op commands.Op) ([]allocator.Event,
 				}
 				events = s.Schedule()
 			}
-			if c.hold(s, e, op.Workload) {
-				return events, nil
-			}
 			more, err := submit(s, op.Workload)
-			return append(events, more...), err
+			if err != nil {
+				return nil, err
+			}
+			return c.reserve(e, append(events, more...)), nil
 		case commands.OpRemove:
-			if unhold(e, op.ID) {
+			if forget(e, op.ID) {
 				if _, ok := s.Workload(op.ID); !ok {
 					return nil, nil
 				}
@@ -357,7 +360,8 @@ func (c *Cluster) Apply(ctx context.Context, op commands.Op) ([]allocator.Event,
 			if _, err := s.Release(op.ID); err != nil {
 				return nil, err
 			}
-			return s.Schedule(), nil
+			delete(e.Checks, op.ID)
+			return c.reserve(e, s.Schedule()), nil
 		case commands.OpExtend:
 			if i := e.holding(op.ID); i >= 0 {
 				e.Held[i].Workload.Duration = op.Duration
@@ -375,7 +379,7 @@ func (c *Cluster) Apply(ctx context.Context, op commands.Op) ([]allocator.Event,
 			if err != nil {
 				return nil, err
 			}
-			return append(evs, s.Schedule()...), nil
+			return c.reserve(e, append(evs, s.Schedule()...)), nil
 		}
 		return nil, fmt.Errorf("simulated cluster: unknown operation %q", op.Kind)
 	})
@@ -427,7 +431,7 @@ func (c *Cluster) change(ctx context.Context, fn func(*allocator.Snapshot, *elas
 	profiles := maps.Clone(c.profiles)
 	events = append(events, podsEvents(next, profiles, now, c.podsTimeout)...)
 	maps.DeleteFunc(profiles, func(id string, _ Profile) bool { _, ok := next.Workload(id); return !ok })
-	maps.DeleteFunc(el.Provisioned, func(id string, _ provisioned) bool { _, ok := next.Workload(id); return !ok })
+	maps.DeleteFunc(el.Checks, func(id string, _ check) bool { _, ok := next.Workload(id); return !ok && el.holding(id) < 0 })
 	if c.callerSaves {
 		c.dirty = true
 	} else if err := c.save(ctx, next, profiles, el); err != nil {

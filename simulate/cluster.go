@@ -18,8 +18,13 @@ type Policy struct {
 	// HalfLife and EntryPenalty of Admission Fair Sharing (FairSharing
 	// mode only).
 	HalfLife, EntryPenalty time.Duration
-	// Preemption is every team's automatic preemption policy.
-	Preemption allocator.Preemption
+	// Preemption is every team's automatic preemption policy, and
+	// FlavorFungibility every team's flavor search.
+	Preemption        allocator.Preemption
+	FlavorFungibility allocator.FlavorFungibility
+	// FairSharing is Kueue's Fair Sharing (nil: off), with the teams'
+	// weights all 1.
+	FairSharing *allocator.KueueFairSharing
 }
 
 // GpubotDefaults are the fair-sharing and preemption settings of gpubot's
@@ -52,11 +57,15 @@ const Cohort = "cluster"
 // queue per team in one cohort, with the flavors in the order of their
 // total GPUs (largest first, then by name) and each flavor's GPUs split
 // evenly as nominal quotas (the remainder to the first teams), no
-// borrowing or lending limits.
-func buildCluster(nodes []Node, teams []string, pol Policy, placement allocator.Placement, seed uint64, elastic string) (*allocator.Cluster, error) {
+// borrowing or lending limits. With cpu (mem), nodes have their CPU
+// (memory) and every queue a CPU (memory) quota on each flavor, split
+// the same way from the flavor's nodes' totals. The flavor named elastic
+// (if any) is an elastic pool (see elastic.go).
+func buildCluster(nodes []Node, teams []string, pol Policy, placement allocator.Placement, seed uint64, cpu, mem bool, elastic string) (*allocator.Cluster, error) {
 	type flav struct {
 		name       string
 		gpn, total int
+		cpu, mem   int64
 	}
 	byName := map[string]*flav{}
 	var flavs []*flav
@@ -71,7 +80,16 @@ func buildCluster(nodes []Node, teams []string, pol Policy, placement allocator.
 		}
 		fl.gpn = max(fl.gpn, n.GPUs)
 		fl.total += n.GPUs
-		c.Nodes = append(c.Nodes, allocator.Node{Name: n.Name, Flavor: f, GPUs: n.GPUs, Block: n.Block, Rack: n.Rack})
+		node := allocator.Node{Name: n.Name, Flavor: f, GPUs: n.GPUs, Block: n.Block, Rack: n.Rack}
+		if cpu {
+			node.CPU = n.CPU
+			fl.cpu += node.CPU
+		}
+		if mem {
+			node.Memory = n.Memory << 20
+			fl.mem += node.Memory
+		}
+		c.Nodes = append(c.Nodes, node)
 	}
 	slices.SortFunc(flavs, func(a, b *flav) int {
 		if a.total != b.total {
@@ -83,18 +101,34 @@ func buildCluster(nodes []Node, teams []string, pol Policy, placement allocator.
 		c.Flavors = append(c.Flavors, allocator.Flavor{Name: f.name, GPUsPerNode: f.gpn, Elastic: f.name == elastic})
 	}
 	for i, t := range teams {
-		q := allocator.Queue{Name: t, Cohort: Cohort, Weight: 1, Quotas: map[string]allocator.Quota{}, Preemption: pol.Preemption}
+		q := allocator.Queue{Name: t, Cohort: Cohort, Weight: 1, Quotas: map[string]allocator.Quota{}, Preemption: pol.Preemption,
+			FlavorFungibility: pol.FlavorFungibility}
 		for _, f := range flavs {
 			share := f.total / len(teams)
 			if i < f.total%len(teams) {
 				share++
 			}
 			q.Flavors = append(q.Flavors, f.name)
-			q.Quotas[f.name] = allocator.Quota{Nominal: share}
+			quota := allocator.Quota{Nominal: share}
+			split := func(total int64) *allocator.ResourceQuota {
+				n := int64(len(teams))
+				v := total / n
+				if int64(i) < total%n {
+					v++
+				}
+				return &allocator.ResourceQuota{Nominal: v}
+			}
+			if cpu {
+				quota.CPU = split(f.cpu)
+			}
+			if mem {
+				quota.Memory = split(f.mem)
+			}
+			q.Quotas[f.name] = quota
 		}
 		c.Queues = append(c.Queues, q)
 	}
-	c.Policy = allocator.Policy{Mode: pol.Mode, Placement: placement, Seed: seed}
+	c.Policy = allocator.Policy{Mode: pol.Mode, Placement: placement, Seed: seed, FairSharing: pol.FairSharing}
 	if pol.Mode == allocator.FairSharing {
 		c.Policy.HalfLife, c.Policy.EntryPenalty = pol.HalfLife, pol.EntryPenalty
 	}

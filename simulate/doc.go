@@ -32,7 +32,15 @@
 // lending all of it and borrowing without limit. The cohort's pool is
 // then the cluster itself, so a job the allocator finds short of pool is
 // short of free GPUs: the report says capacity, not cohort. Flavors are
-// tried in the order of their GPUs, most first.
+// tried in the order of their GPUs, most first. With Setup.CPU and
+// Setup.Memory (gpubot simulate --resources, on by default) the CPU and
+// memory the pods ask for count too, as in a ClusterQueue whose resource
+// group covers cpu and memory beside nvidia.com/gpu: a pod needs room for
+// them on its node, and each flavor's CPU and memory are split as the
+// GPUs are, as nominal quotas. On GPU nodes the CPU can run out first:
+// openb's most common node has 8 GPUs and 96 CPUs, 12 a GPU, and 835 of
+// its 7 064 GPU pods ask for more than 12 CPUs a GPU. A node list that does not give a node's CPU (memory)
+// leaves it out (Report.Resources says what counted).
 //
 // The policies compared (StandardPolicies):
 //
@@ -40,10 +48,12 @@
 //     (allocator.FirstComeFirstServed): what negotiating by hand does.
 //   - kueue: Kueue's defaults: priority, then arrival (BestEffortFIFO), no
 //     preemption.
-//   - gpubot: gpubot's configuration: Admission Fair Sharing (half-life
-//     and entry penalty) and its teams' preemption rules (the first
-//     team's apply to every trace team); by default the bundled example's
-//     (7 days, 1 hour, LowerPriority within a team, reclaim Any).
+//   - gpubot: gpubot's configuration: its admission mode (Admission Fair
+//     Sharing with its half-life and entry penalty, or Kueue's Fair
+//     Sharing, Policy.FairSharing, with every team's weight 1) and its
+//     teams' preemption and flavorFungibility (the first team's apply to
+//     every trace team); by default the bundled example's (Admission Fair
+//     Sharing, 7 days, 1 hour, LowerPriority within a team, reclaim Any).
 //
 // Every policy uses the same placement (fragmentation-aware unless
 // Setup.Placement says otherwise).
@@ -68,8 +78,9 @@
 //     30m, 1h, 2h, 4h, 8h, 12h, 1d, 2d, 3d or 7d, or whole days beyond
 //     (RequestedFor). Generic traces may give their own.
 //   - CPU-only pods are left out of the replay (and counted: cpuOnly in
-//     results.json); the packing mode places them, as they take CPU and
-//     memory from GPU nodes.
+//     results.json), as gpubot's allocator models GPU workloads only; the
+//     packing mode places them, as they take CPU and memory from GPU
+//     nodes.
 //   - A pod asking for a share of a GPU (gpu_milli < 1000) gets a whole
 //     GPU in the replay (FractionalRoundUp, the default; FractionalSkip
 //     leaves it out): the allocator counts whole GPUs, as Kueue's

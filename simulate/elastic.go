@@ -144,9 +144,7 @@ func (e *engine) switchWaiting(drv *allocator.Runner) ([]allocator.Event, error)
 
 // elasticWorkload is job i pinned to the pool.
 func (e *engine) elasticWorkload(i int) allocator.Workload {
-	j := e.p.jobs[i]
-	return allocator.Workload{ID: j.ID, Queue: j.Team, Priority: j.prio, GPUs: j.gpus, Flavor: e.elastic.flavor,
-		Topology: j.topo, Created: j.submit, Duration: j.requested}
+	return e.workload(i, e.elastic.flavor)
 }
 
 // noteElastic accounts the pool's GPU-hours from a job's events.

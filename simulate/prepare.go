@@ -37,6 +37,7 @@ type prepared struct {
 	stride      int // calibration: every stride-th job (0: none)
 	sampleEvery time.Duration
 	first, last time.Time
+	cpu, mem    bool // count CPU, memory (Setup.CPU, Memory; set by Replay)
 }
 
 // TraceSummary describes the trace as replayed.

@@ -26,7 +26,7 @@ import (
 //     scheduled_time optional; without the times only the packing mode
 //     can use it).
 //   - generic trace: submit, duration, gpus (id, flavor, team, priority,
-//     requested, topology optional); see ReadTrace.
+//     requested, topology, cpu_milli, memory_mib optional); see ReadTrace.
 
 // table reads a CSV file row by row, remembering line numbers.
 type table struct {
@@ -287,7 +287,8 @@ func ReadNodes(r io.Reader, file string, opts ReadOptions) (*NodeList, error) {
 // as 0.5), and optionally id (default: line-<n>), flavor (pins the job to
 // that flavor), team (default "default"), priority (a class name, default
 // normal), requested (the duration asked for; default: derived from
-// duration, see RequestedFor) and topology (host, rack or block).
+// duration, see RequestedFor), topology (host, rack or block) and
+// cpu_milli and memory_mib (what all its pods ask for together).
 //
 // An openb pod list is mapped as the package doc describes (QoS to
 // priority, teams from a seeded hash of the pod name).
@@ -527,6 +528,12 @@ func readGeneric(t *table, opts ReadOptions) (*Trace, error) {
 				names[i] = c.Name
 			}
 			return t.errorf("priority: %q is not one of %s", j.Priority, strings.Join(names, ", "))
+		}
+		if j.CPU, err = t.integer("cpu_milli", 0, math.MaxInt64, 0); err != nil {
+			return err
+		}
+		if j.Memory, err = t.integer("memory_mib", 0, math.MaxInt64, 0); err != nil {
+			return err
 		}
 		if topo := t.get("topology"); topo != "" {
 			l, err := allocator.ParseLevel(topo)

@@ -59,6 +59,13 @@ type Setup struct {
 	// Samples is how many times the cluster is sampled over the arrival
 	// window (fragmentation and GPUs in use over time); 0 means 400.
 	Samples int
+	// CPU and Memory count the CPU and memory the trace's pods ask for and
+	// the nodes have (openb gives both): pods need room for them on a
+	// node, and every team has a share of each flavor's CPU (memory) as
+	// quota, as a ClusterQueue covering cpu and memory with the GPUs
+	// would. Off, only GPUs count; so too when a node does not say
+	// (Report.Resources says what counted).
+	CPU, Memory bool
 	// Progress, if set, is called from the replays (perhaps
 	// concurrently) as they go: first once for every run with done 0,
 	// before any starts, then as each goes (done never decreases for a
@@ -87,6 +94,18 @@ func Replay(s Setup) (*Report, error) {
 	}
 	variants := []variant{{"as given", s.Nodes}}
 	rep := &Report{Mode: "replay", Trace: p.summary, Placement: string(s.Placement), Seed: s.Seed, Priorities: p.classes}
+	// CPU (memory) counts only when every node says how much it has: a
+	// node of a generic list without the column would have none to share
+	// as quota.
+	p.cpu = s.CPU && everyNode(s.Nodes, func(n Node) bool { return n.CPU > 0 })
+	p.mem = s.Memory && everyNode(s.Nodes, func(n Node) bool { return n.Memory > 0 })
+	rep.Resources = []string{"gpu"}
+	if p.cpu {
+		rep.Resources = append(rep.Resources, "cpu")
+	}
+	if p.mem {
+		rep.Resources = append(rep.Resources, "memory")
+	}
 	if rep.Placement == "" {
 		rep.Placement = string(allocator.PlacementFragmentationAware)
 	}
@@ -145,7 +164,7 @@ func Replay(s Setup) (*Report, error) {
 				pool = es.flavor
 				es.base = c.Flavor
 			}
-			cl, err := buildCluster(t.v.nodes, p.teams, t.pol, s.Placement, s.Seed, pool)
+			cl, err := buildCluster(t.v.nodes, p.teams, t.pol, s.Placement, s.Seed, p.cpu, p.mem, pool)
 			if err != nil {
 				errs[i] = err
 				return
@@ -175,6 +194,21 @@ type state struct {
 	est               *allocator.Estimate
 	reason            allocator.Reason // at submission, if it waited
 	switched          bool             // moved to the elastic pool
+}
+
+// workload is job i as the allocator sees it, on flavor ("" for any),
+// with its CPU and memory where they count.
+func (e *engine) workload(i int, flavor string) allocator.Workload {
+	j := e.p.jobs[i]
+	w := allocator.Workload{ID: j.ID, Queue: j.Team, Priority: j.prio, GPUs: j.gpus, Flavor: flavor,
+		Topology: j.topo, Created: j.submit, Duration: j.requested}
+	if e.p.cpu {
+		w.CPU = j.CPU
+	}
+	if e.p.mem {
+		w.Memory = j.Memory << 20
+	}
+	return w
 }
 
 // engine is one replay in progress.
@@ -248,9 +282,7 @@ func replayOne(p *prepared, cl *allocator.Cluster, pol Policy, capacity, name st
 		k := i
 		for ; k < len(p.jobs) && p.jobs[k].submit.Equal(t); k++ {
 			j := p.jobs[k]
-			w := allocator.Workload{ID: j.ID, Queue: j.Team, Priority: j.prio, GPUs: j.gpus, Flavor: j.Flavor,
-				Topology: j.topo, Created: j.submit, Duration: j.requested}
-			if err := drv.Add(w); err != nil {
+			if err := drv.Add(e.workload(k, j.Flavor)); err != nil {
 				return nil, fmt.Errorf("%s: job %s: %w", name, j.ID, err)
 			}
 			e.addPending(k)
@@ -482,4 +514,13 @@ func (e *engine) sample(t time.Time) {
 	sm.Pending = len(e.pending)
 	sm.Running = e.running
 	e.run.Timeline = append(e.run.Timeline, sm)
+}
+
+func everyNode(nodes []Node, ok func(Node) bool) bool {
+	for _, n := range nodes {
+		if !ok(n) {
+			return false
+		}
+	}
+	return len(nodes) > 0
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/gpubot/gpubot/allocator"
 )
 
 // Small hand-made traces whose answers are worked out below by hand.
@@ -154,12 +156,16 @@ func TestReplayPoliciesByHand(t *testing.T) {
 // nominal GPU each). At 0, a submits a1, a2, a3 and b submits b1, each a
 // GPU for an hour.
 //
-//   - kueue (and fcfs): by arrival, then name: a1 and a2 run first, a3
-//     and b1 wait an hour. Mean bounded slowdowns: a (1+1+2)/3 = 4/3,
-//     b 2; Jain (10/3)² / (2·(16/9 + 4)) = 100/104.
+//   - fcfs: by arrival, then name: a1 and a2 run first, a3 and b1 wait
+//     an hour. Mean bounded slowdowns: a (1+1+2)/3 = 4/3, b 2; Jain
+//     (10/3)² / (2·(16/9 + 4)) = 100/104.
+//   - kueue: Kueue's cycle takes one head per ClusterQueue (scheduler.go,
+//     schedule; Heads), so the first cycle admits a1 and b1, each within
+//     its nominal quota; a2 would borrow b's GPU, which b uses. a2 and
+//     a3 wait: a (1+2+2)/3 = 5/3, b 1; Jain (8/3)² / (2·(25/9 + 1)) =
+//     16/17.
 //   - gpubot: after a1, a's usage (the entry penalty) puts b1 before a2:
-//     a1 and b1 run first, a2 and a3 wait. a (1+2+2)/3 = 5/3, b 1;
-//     Jain (8/3)² / (2·(25/9 + 1)) = 16/17.
+//     a1 and b1 run first, a2 and a3 wait, as with kueue.
 func TestReplayFairnessByHand(t *testing.T) {
 	rep := replayCSV(t, "name,flavor,gpus\nn1,x,2\n",
 		"id,submit,duration,gpus,team\na1,0,1h,1,a\na2,0,1h,1,a\na3,0,1h,1,a\nb1,0,1h,1,b\n", Setup{})
@@ -169,7 +175,7 @@ func TestReplayFairnessByHand(t *testing.T) {
 		jain  float64
 	}{
 		"fcfs":   {map[string]float64{"a1": 0, "a2": 0, "a3": 3600, "b1": 3600}, map[string]float64{"a": 4.0 / 3, "b": 2}, 100.0 / 104},
-		"kueue":  {map[string]float64{"a1": 0, "a2": 0, "a3": 3600, "b1": 3600}, map[string]float64{"a": 4.0 / 3, "b": 2}, 100.0 / 104},
+		"kueue":  {map[string]float64{"a1": 0, "b1": 0, "a2": 3600, "a3": 3600}, map[string]float64{"a": 5.0 / 3, "b": 1}, 16.0 / 17},
 		"gpubot": {map[string]float64{"a1": 0, "b1": 0, "a2": 3600, "a3": 3600}, map[string]float64{"a": 5.0 / 3, "b": 1}, 16.0 / 17},
 	} {
 		r := runNamed(t, rep, name)
@@ -314,5 +320,67 @@ func TestReplayProgressAnnouncesRuns(t *testing.T) {
 	}
 	if len(seen) != runs {
 		t.Errorf("runs seen: %v", seen)
+	}
+}
+
+// TestReplayCPUByHand: one node with 8 GPUs, 8 CPUs and 64 GiB; j1 and
+// j2 ask for 4 GPUs, 6 CPUs and 1 GiB each, j3 (at 30m) for 2 GPUs, 1
+// CPU and 65 000 MiB. Counting CPU and memory, only j1 starts at 0 (6+6
+// CPUs > 8); j3 does not fit beside j1 or j2 either (1 024 + 65 000 MiB >
+// 64 GiB), so at 1h j2 starts and j3 waits on until 2h: waits 0, 1h,
+// 1h30m. Counting CPU only, j3 starts beside j1 at 30m. Counting
+// GPUs only, j1 and j2 start at 0 and j3 at 1h. A node list without the
+// CPU and memory columns counts GPUs only whatever Setup says.
+func TestReplayCPUByHand(t *testing.T) {
+	const nodes = "name,flavor,gpus,cpu_milli,memory_mib\nn1,x,8,8000,65536\n"
+	const jobs = "id,submit,duration,gpus,cpu_milli,memory_mib\n" +
+		"j1,0,1h,4,6000,1024\nj2,0,1h,4,6000,1024\nj3,1800,30m,2,1000,65000\n"
+	for _, tc := range []struct {
+		name        string
+		nodes       string
+		cpu, memory bool
+		want        map[string]float64
+		resources   []string
+	}{
+		{"cpu and memory", nodes, true, true, map[string]float64{"j1": 0, "j2": 3600, "j3": 5400}, []string{"gpu", "cpu", "memory"}},
+		{"cpu only", nodes, true, false, map[string]float64{"j1": 0, "j2": 3600, "j3": 0}, []string{"gpu", "cpu"}},
+		{"gpus only", nodes, false, false, map[string]float64{"j1": 0, "j2": 0, "j3": 1800}, []string{"gpu"}},
+		{"nodes do not say", "name,flavor,gpus\nn1,x,8\n", true, true, map[string]float64{"j1": 0, "j2": 0, "j3": 1800}, []string{"gpu"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := replayCSV(t, tc.nodes, jobs, Setup{Policies: kueueOnly, Calibrate: -1, CPU: tc.cpu, Memory: tc.memory})
+			if diff := cmp.Diff(tc.want, waitsOf(runNamed(t, rep, "kueue"))); diff != "" {
+				t.Errorf("waits (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.resources, rep.Resources); diff != "" {
+				t.Errorf("resources (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestReplayKueueFairSharingByHand: one 6-GPU node, teams a, b and l
+// with a nominal quota of 2 GPUs each in one cohort (6 lendable). At 0,
+// a0 (a, 3 GPUs, 10h) and l0 (l, 3 GPUs, 1h) start, each borrowing one.
+// a2 (a, 2 GPUs) arrives at 60 s and b1 (b, 3 GPUs) at 120 s; both wait
+// for l0's end at 1h, when 3 GPUs are free, room for one of them, and
+// both would borrow. Kueue's classical order takes the older a2 (b1
+// starts when a2 ends, at 2h); Kueue's Fair Sharing takes the head whose
+// queue's dominant resource share would be lower (fair_sharing_iterator.go):
+// a would borrow 3 of 6 (500), b 1 of 6 (167): b1 at 1h, a2 at 2h.
+func TestReplayKueueFairSharingByHand(t *testing.T) {
+	rep := replayCSV(t, "name,flavor,gpus\nn1,x,6\n",
+		"id,submit,duration,gpus,team\na0,0,10h,3,a\nl0,0,1h,3,l\na2,60,1h,2,a\nb1,120,1h,3,b\n",
+		Setup{Calibrate: -1, Policies: []Policy{
+			{Name: "kueue", Mode: allocator.BestEffortFIFO},
+			{Name: "kueue-fs", Mode: allocator.BestEffortFIFO, FairSharing: &allocator.KueueFairSharing{}},
+		}})
+	for name, want := range map[string]map[string]float64{
+		"kueue":    {"a0": 0, "l0": 0, "a2": 3540, "b1": 7080},
+		"kueue-fs": {"a0": 0, "l0": 0, "a2": 7140, "b1": 3480},
+	} {
+		if diff := cmp.Diff(want, waitsOf(runNamed(t, rep, name))); diff != "" {
+			t.Errorf("%s: waits (-want +got):\n%s", name, diff)
+		}
 	}
 }

@@ -14,6 +14,7 @@ type Report struct {
 	Cluster    ClusterSummary  `json:"cluster"`
 	Changed    *ClusterSummary `json:"changedCluster,omitempty"`
 	Placement  string          `json:"placement,omitempty"`
+	Resources  []string        `json:"resources,omitempty"` // replay: what counted (gpu, cpu, memory)
 	Priorities []PriorityClass `json:"priorities,omitempty"`
 	Seed       uint64          `json:"seed"`
 	Runs       []*Run          `json:"runs,omitempty"`

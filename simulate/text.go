@@ -54,6 +54,9 @@ func writeReplayText(b *strings.Builder, rep *Report) {
 		b.WriteString("      At this load little waits: --load 110% speeds arrivals up until the busiest moment asks for 110% of the GPUs.\n")
 	}
 	fmt.Fprintf(b, "Placement: %s.", rep.Placement)
+	if len(rep.Resources) > 1 {
+		fmt.Fprintf(b, " Counted: %s (on the nodes and in the teams' quotas).", strings.Join(rep.Resources, ", "))
+	}
 	if rep.Changed != nil {
 		fmt.Fprintf(b, " What-if %q: %s: %s.", rep.Changed.Name, clusterLine(*rep.Changed), rep.Changed.Note)
 	}

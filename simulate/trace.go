@@ -16,7 +16,6 @@ type Node struct {
 	Model string
 	GPUs  int
 	// CPU in millicores and Memory in MiB; 0 when the list does not say.
-	// Only the packing mode uses them.
 	CPU, Memory int64
 	// Block and Rack are topology labels (generic node lists only).
 	Block, Rack string
@@ -167,4 +166,25 @@ func priorityValue(classes []PriorityClass, name string) (int32, bool) {
 		return 0, false
 	}
 	return classes[i].Value, true
+}
+
+// HasCPU and HasMemory report whether some job asks for CPU (memory):
+// a trace that does not say (generic CSV without the columns) counts
+// GPUs only.
+func (t *Trace) HasCPU() bool {
+	for _, j := range t.Jobs {
+		if j.CPU > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func (t *Trace) HasMemory() bool {
+	for _, j := range t.Jobs {
+		if j.Memory > 0 {
+			return true
+		}
+	}
+	return false
 }

@@ -21,7 +21,8 @@ func simElastic(cfg *config.Config) simcluster.Option {
 		case commands.CapacitySpot:
 			out[t.Flavor] = simcluster.ElasticFlavor{ReclaimAfter: sf.ReclaimAfter}
 		case commands.CapacityProvisioned:
-			out[t.Flavor] = simcluster.ElasticFlavor{Check: t.AdmissionCheck, Provisioning: sf.ProvisioningTime}
+			out[t.Flavor] = simcluster.ElasticFlavor{Check: t.AdmissionCheck, Provisioning: sf.ProvisioningTime, Retry: t.Retry,
+				FailAttempts: sf.FailAttempts, FailureRate: sf.FailurePercent / 100, Seed: sf.Seed}
 		}
 	}
 	return simcluster.WithElastic(out)

@@ -106,9 +106,10 @@ func (c *elasticCluster) addNodes(flavor string, names ...string) {
 	}
 }
 
-// provisioningRequest waits for a ProvisioningRequest in ns whose name
-// ends with the attempt ("-1", "-2") and returns it.
-func (c *elasticCluster) provisioningRequest(ns string, attempt int) *unstructured.Unstructured {
+// provisioningRequest waits for the ProvisioningRequest in ns of request
+// id's workload whose name ends with the attempt ("-1", "-2") and returns
+// it.
+func (c *elasticCluster) provisioningRequest(ns string, attempt int, id string) *unstructured.Unstructured {
 	c.t.Helper()
 	var found *unstructured.Unstructured
 	// Kueue requeues a workload whose provisioning failed once its back-off
@@ -119,7 +120,7 @@ func (c *elasticCluster) provisioningRequest(ns string, attempt int) *unstructur
 			return false, nil
 		}
 		for i := range l.Items {
-			if strings.HasSuffix(l.Items[i].GetName(), fmt.Sprintf("-%d", attempt)) {
+			if name := l.Items[i].GetName(); strings.HasPrefix(name, "job-gpubot-"+id+"-") && strings.HasSuffix(name, fmt.Sprintf("-%d", attempt)) {
 				found = &l.Items[i]
 				return true, nil
 			}
@@ -242,6 +243,17 @@ func (k *console) wait(from int, phrases ...string) int {
 	return at
 }
 
+// waitAll waits until the output after from has every phrase, in any
+// order; it returns the offset after the last of them.
+func (k *console) waitAll(from int, phrases ...string) int {
+	k.t.Helper()
+	at := from
+	for _, p := range phrases {
+		at = max(at, k.wait(from, p))
+	}
+	return at
+}
+
 func (k *console) stop() string {
 	k.t.Helper()
 	if err := k.in.Close(); err != nil {
@@ -261,8 +273,12 @@ func (k *console) stop() string {
 // admitted again when a spot node comes back. Another is switched to DWS:
 // Kueue asks for nodes (ProvisioningRequest), the autoscaler fails the
 // first attempt, Kueue retries, the autoscaler provisions two nodes, and
-// Kueue admits it onto them; the thread tells each step in plain words. A
-// team with too little budget left sees DWS without a button, and why.
+// Kueue admits it onto them; the thread tells each step in plain words.
+// Then the autoscaler takes those nodes back (CapacityRevoked) and Kueue
+// stops it, which the thread and its owner are told. Another's provisioned
+// nodes lose their booking before Kueue admits it (BookingExpired): Kueue
+// retries, and the thread says why. A team with too little budget left
+// sees DWS without a button, and why.
 func TestElasticOnARealCluster(t *testing.T) {
 	c := startElasticCluster(t)
 	k := startConsole(t, c)
@@ -284,6 +300,9 @@ func TestElasticOnARealCluster(t *testing.T) {
 		"h100-dws (provisioned): in about 20m (assumed: no provisioning seen yet), ≈ $86 (16 GPU-hours), runs at most 7d",
 		"[", "] Switch to h100-spot")
 	k.say(":click Switch to h100-spot r2")
+	// Kueue admits the switched Job while the switch's API call returns;
+	// the switch's words were sent before the call (SetEarlyDelivery), so
+	// they come first.
 	at = k.wait(at, "Switched to h100-spot (spot) by alice", "Admitted")
 	if nodes := c.podNodes("nlp", "r2", "spot-"); len(nodes) != 1 {
 		t.Errorf("r2 runs on %v, want the one spot node", nodes)
@@ -309,10 +328,10 @@ func TestElasticOnARealCluster(t *testing.T) {
 	at = k.wait(at, "r3 queued", "h100-dws (provisioned)")
 	k.say("/gpu switch r3 h100-dws")
 	at = k.wait(at, "Switched to h100-dws (provisioned) by bob", "Kueue asked the cluster autoscaler for 2 nodes of h100-dws (admission check dws-h100)")
-	pr := c.provisioningRequest("nlp", 1)
+	pr := c.provisioningRequest("nlp", 1, "r3")
 	c.setCondition(pr, "Failed", "OutOfResources", "no H100 capacity in the zone")
 	at = k.wait(at, "Provisioning failed (attempt 1): no H100 capacity in the zone")
-	pr = c.provisioningRequest("nlp", 2)
+	pr = c.provisioningRequest("nlp", 2, "r3")
 	at = k.wait(at, "Provisioning again, attempt 2")
 	c.addNodes("h100-dws", "dws-1", "dws-2")
 	c.setCondition(pr, "Provisioned", "Provisioned", "provisioned 2 nodes")
@@ -321,12 +340,34 @@ func TestElasticOnARealCluster(t *testing.T) {
 		t.Errorf("r3 runs on %v, want both provisioned nodes", nodes)
 	}
 
+	// The autoscaler takes r3's nodes back (CapacityRevoked): Kueue
+	// rejects the check and stops r3; bob is told.
+	c.setCondition(pr, "CapacityRevoked", "CapacityRevoked", "the zone reclaimed the capacity")
+	for _, n := range []string{"dws-1", "dws-2"} {
+		if err := c.kube.CoreV1().Nodes().Delete(c.ctx, n, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	at = k.waitAll(at, "The cluster autoscaler took its h100-dws nodes back after it started (capacity revoked: the zone reclaimed the capacity)", "Your request r3 lost its h100-dws nodes")
+
+	// r4's nodes are provisioned, but their booking expires before Kueue
+	// admits it: Kueue retries, and the thread says what happened.
+	k.say("/gpu request 8xh100 for 1h")
+	at = k.wait(at, "r4 queued", "h100-dws (provisioned)")
+	k.say("/gpu switch r4 h100-dws")
+	at = k.wait(at, "Switched to h100-dws (provisioned) by bob", "Kueue asked the cluster autoscaler for 1 node of h100-dws")
+	pr = c.provisioningRequest("nlp", 1, "r4")
+	c.setCondition(pr, "BookingExpired", "BookingExpired", "the nodes were not used within 10 minutes")
+	at = k.wait(at, "Provisioning failed (attempt 1): its nodes were provisioned, but their booking expired before Kueue admitted it (the nodes were not used within 10 minutes)")
+	c.provisioningRequest("nlp", 2, "r4")
+	at = k.wait(at, "Provisioning again, attempt 2")
+
 	// speech has $500 a week: 8 GPUs for 16h on DWS ($691) is over it.
 	k.say(":as grace")
 	k.say("/gpu request 8xh100 for 16h")
-	k.wait(at, "r4 queued", "h100-dws (provisioned): ", "— not available: over speech's elastic budget: $0 of $500 a week used or committed, this needs $691")
-	k.say("/gpu switch r4 h100-dws")
-	k.wait(at, "r4 cannot switch to h100-dws: over speech's elastic budget")
+	k.wait(at, "r5 queued", "h100-dws (provisioned): ", "— not available: over speech's elastic budget: $0 of $500 a week used or committed, this needs $691")
+	k.say("/gpu switch r5 h100-dws")
+	k.wait(at, "r5 cannot switch to h100-dws: over speech's elastic budget")
 
 	all := k.stop()
 	t.Logf("console:\n%s", all)
@@ -338,7 +379,7 @@ func TestElasticOnARealCluster(t *testing.T) {
 }
 
 // slackButton finds the button on m whose value names the request and arg.
-func slackButton(t *testing.T, m slackfake.Message, verb, value string) button {
+func slackButton(t testing.TB, m slackfake.Message, verb, value string) button {
 	t.Helper()
 	var blocks []struct {
 		BlockID  string `json:"block_id"`
@@ -395,6 +436,9 @@ func TestElasticOnSlackOnARealCluster(t *testing.T) {
 	if _, err := fake.WaitAck(waitCtx(t), env); err != nil {
 		t.Fatal(err)
 	}
+	// Kueue admits the switched Job while the switch's API call returns;
+	// the switch's words were sent before the call (SetEarlyDelivery), so
+	// they come first.
 	b.threadHas(card, "Switched to h100-spot (spot) by grace", "Admitted")
 	b.ephemeral("U0GRACE", "Switched r2 to h100-spot.")
 	nodes := c.podNodes("speech", "r2", "spot-")

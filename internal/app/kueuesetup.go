@@ -27,6 +27,7 @@ func setupSpec(cfg *config.Config, source string) k8sbridge.SetupSpec {
 		Source: source, GPUResource: k.GPUResource, AcceleratorLabel: k.AcceleratorLabel,
 		TopologyLevels: []string{or(k.BlockLabel, "cloud.google.com/gce-topology-block"), or(k.RackLabel, "cloud.google.com/gce-topology-subblock"), or(k.HostLabel, "kubernetes.io/hostname")},
 		FairSharing:    cl.Policy.Mode == "AdmissionFairSharing",
+		Cohorts:        cl.Cohorts, KueueFairSharing: cl.Policy.FairSharing,
 	}
 	labels := k.FlavorLabels()
 	terms := map[string]commands.FlavorTerms{}
@@ -40,7 +41,7 @@ func setupSpec(cfg *config.Config, source string) k8sbridge.SetupSpec {
 			sf.Spot = true
 		case commands.CapacityProvisioned:
 			sf.Provisioned = true
-			sf.Provisioning = &k8sbridge.SetupProvisioning{AdmissionCheck: t.AdmissionCheck, Config: t.ProvisioningRequestConfig}
+			sf.Provisioning = &k8sbridge.SetupProvisioning{AdmissionCheck: t.AdmissionCheck, Config: t.ProvisioningRequestConfig, Retry: t.Retry}
 		}
 		spec.Flavors = append(spec.Flavors, sf)
 	}

@@ -31,10 +31,11 @@ Modes:
              fcfs    first come, first served: priority ignored, no
                      preemption (what negotiating by hand approximates)
              kueue   Kueue's defaults: priority then arrival, no preemption
-             gpubot  priority, Admission Fair Sharing and preemption as
-                     configured (--config; default: the bundled example's
-                     priorities and preemption with Admission Fair Sharing,
-                     7d half-life, 1h entry penalty)
+             gpubot  priority, the admission mode (Admission Fair
+                     Sharing, or Kueue's Fair Sharing), preemption and
+                     flavorFungibility as configured (--config; default:
+                     the bundled example's priorities and preemption with
+                     Admission Fair Sharing, 7d half-life, 1h entry penalty)
            Reported per policy: waits per priority (p50/p95/max), the share
            of high-priority jobs that waited over an hour, GPU
            utilisation, fragmentation over time, Jain's fairness index
@@ -52,13 +53,16 @@ Inputs (CSV with a header; see the simulate package documentation):
   node lists: openb (sn,cpu_milli,memory_mib,gpu,model) or
               generic (name,flavor,gpus[,block,rack,cpu_milli,memory_mib])
   traces:     openb pod lists, or generic
-              (submit,duration,gpus[,id,flavor,team,priority,requested,topology])
+              (submit,duration,gpus[,id,flavor,team,priority,requested,topology,
+              cpu_milli,memory_mib])
 openb pods become jobs as follows: QoS LS is priority high, BE low, the
 rest normal; teams are drawn from a seeded hash of the pod name (--teams,
 --team-mix, --seed); GPU models become flavors (lower case); a pod is one
 pod, so all its GPUs are on one node; shares of a GPU (gpu_milli < 1000)
 are rounded up to a whole GPU in the replay and packed as shares in the
-packing mode (--fractional).
+packing mode (--fractional). CPU and memory count too (--resources): a
+pod needs room for them on its node, and in the replay each team has a
+share of every flavor's CPU and memory as quota, beside its GPUs.
 
 The openb pod list is a snapshot of pods rather than a workload over time:
 as recorded nothing waits, and to contend it must be compressed until it
@@ -114,7 +118,7 @@ func Simulate(args []string, sio SimulateIO) int {
 		tracePath  = fs.String("trace", "", "trace `file` (required)")
 		outDir     = fs.String("out", "", "`directory` for results.json, CSV files and PNG plots (created); none: tables only")
 		mode       = fs.String("mode", "replay", "`mode`: replay or packing")
-		cfgPath    = fs.String("config", "", "gpubot configuration `file` whose priorities, fair sharing and (first team's) preemption rules the gpubot policy uses; default: the bundled example's, with Admission Fair Sharing (7d, 1h)")
+		cfgPath    = fs.String("config", "", "gpubot configuration `file` whose priorities, admission mode (Admission Fair Sharing or Kueue's Fair Sharing) and (first team's) preemption and flavorFungibility the gpubot policy uses; default: the bundled example's, with Admission Fair Sharing (7d, 1h)")
 		policies   = fs.String("policies", "fcfs,kueue,gpubot", "replay: the `policies` to compare, comma-separated")
 		placement  = fs.String("placement", "fragmentation", "replay: node `placement` of every policy: fragmentation, best-fit, spread or random")
 		load       = fs.String("load", "", "replay: `load`: 110% (or 1.1) speeds arrivals up until, had nothing waited, the busiest moment would ask for 110% of the GPUs; 50x is 50 times the recorded arrival rate; default as recorded")
@@ -127,7 +131,7 @@ func Simulate(args []string, sio SimulateIO) int {
 		seeds      = fs.Int("seeds", 10, "packing: the number of arrival orders")
 		placements = fs.String("placements", strings.Join(simulate.PackingPlacements, ","), "packing: the `placements` to compare")
 		maxArrived = fs.Int("max-arrived", 130, "packing: stop when the arrived demand is this `percent` of the GPUs")
-		resources  = fs.String("resources", "gpu,cpu,memory", "packing: the node `resources` a pod must fit: gpu, and cpu and memory if listed")
+		resources  = fs.String("resources", "gpu,cpu,memory", "the `resources` that count: gpu, and cpu and memory if listed (replay: on the nodes and in the teams' quotas, shares of the flavor's; packing: on the nodes)")
 		skipBad    = fs.Bool("skip-bad", false, "skip rows that cannot be read (and count them) instead of stopping at the first")
 		noPlots    = fs.Bool("no-plots", false, "do not draw PNG plots")
 		progress   = fs.String("progress", "auto", "progress bar on standard error: auto (when it is a terminal), always or never")
@@ -202,28 +206,30 @@ func Simulate(args []string, sio SimulateIO) int {
 	}
 	bar := newProgressBar(stderr, *progress == "always" || (*progress == "auto" && sio.Terminal), clk)
 	var rep *simulate.Report
+	useCPU, useMemory := false, false
+	for _, r := range splitList(*resources) {
+		switch r {
+		case "gpu":
+		case "cpu":
+			useCPU = true
+		case "memory":
+			useMemory = true
+		default:
+			return usageErr("--resources: unknown resource %q (want gpu, cpu, memory)", r)
+		}
+	}
 	if *mode == "packing" {
 		if len(adds)+len(removes) > 0 {
 			return usageErr("--add and --remove apply to the replay, not the packing mode")
 		}
 		ps := simulate.PackingSetup{Nodes: nodes.Nodes, Trace: trace, Seeds: *seeds, Seed: *seed, MaxArrived: *maxArrived,
 			Fractional: simulate.Fractional(*fractional), Placements: splitList(*placements), Progress: bar.update,
-			IgnoreCPU: true, IgnoreMemory: true}
-		for _, r := range splitList(*resources) {
-			switch r {
-			case "gpu":
-			case "cpu":
-				ps.IgnoreCPU = false
-			case "memory":
-				ps.IgnoreMemory = false
-			default:
-				return usageErr("--resources: unknown resource %q (want gpu, cpu, memory)", r)
-			}
-		}
+			IgnoreCPU: !useCPU, IgnoreMemory: !useMemory}
 		rep, err = simulate.Packing(ps)
 	} else {
 		setup := simulate.Setup{Nodes: nodes.Nodes, Trace: trace, Priorities: classes, Seed: *seed,
-			Fractional: simulate.Fractional(*fractional), Calibrate: *calibrate, Samples: *samples, Progress: bar.update}
+			Fractional: simulate.Fractional(*fractional), Calibrate: *calibrate, Samples: *samples, Progress: bar.update,
+			CPU: useCPU && trace.HasCPU(), Memory: useMemory && trace.HasMemory()}
 		if setup.Placement, err = parsePlacement(*placement); err != nil {
 			return usageErr("%v", err)
 		}
@@ -314,7 +320,9 @@ func gpubotPolicy(path string) (simulate.Policy, []simulate.PriorityClass, error
 	}
 	if len(cl.Queues) > 0 {
 		pol.Preemption = cl.Queues[0].Preemption
+		pol.FlavorFungibility = cl.Queues[0].FlavorFungibility
 	}
+	pol.FairSharing = cl.Policy.FairSharing
 	var classes []simulate.PriorityClass
 	for _, p := range cfg.Settings().Priorities {
 		classes = append(classes, simulate.PriorityClass{Name: p.Name, Value: p.Value})

@@ -154,7 +154,9 @@ func (b *slackBot) stop() error {
 }
 
 func waitCtx(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	// A bound on waiting, not a timing: generous, since a real cluster's
+	// pods on a loaded 2-core machine can take a while.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	return ctx
 }
@@ -282,10 +284,12 @@ func (b *slackBot) ephemeral(user, s string) slackfake.Message {
 func (b *slackBot) threadHas(card slackfake.Message, phrases ...string) []string {
 	b.t.Helper()
 	var got []string
-	b.waitFor("thread of "+card.Text+" to say "+strings.Join(phrases, " … "), func() bool {
+	if err := b.fake.WaitFor(waitCtx(b.t), func() bool {
 		got = texts(b.fake.Thread(card.Channel, card.TS))
 		return inOrder(got, phrases)
-	})
+	}); err != nil {
+		b.t.Fatalf("waiting for the thread of %s to say %s: %v\nthe thread: %q\nlog:\n%s", card.Text, strings.Join(phrases, " … "), err, got, b.log())
+	}
 	return got
 }
 

@@ -54,6 +54,8 @@ func (p *parser) flavorList(n *yaml.Node) {
 						GPUs:   fi.flavor.GPUsPerNode,
 						Block:  block,
 						Rack:   rack,
+						CPU:    fi.cpu,
+						Memory: fi.memory,
 					})
 				}
 			}
@@ -71,7 +73,13 @@ func (p *parser) layout(f *fields, fi *flavorInfo) int {
 	errs := len(p.errs)
 	path := field(f.path, "nodes")
 	fi.layout, fi.layoutPath = f.pos("nodes"), path
-	g := p.mapping(n, path, "blocks", "racksPerBlock", "nodesPerRack")
+	g := p.mapping(n, path, "blocks", "racksPerBlock", "nodesPerRack", "cpu", "memory")
+	if v := g.get("cpu"); v != nil {
+		fi.cpu, _ = p.cores(v, field(path, "cpu"))
+	}
+	if v := g.get("memory"); v != nil {
+		fi.memory, _ = p.memory(v, field(path, "memory"))
+	}
 	count := func(key string) int {
 		v := g.get(key)
 		if v == nil {
@@ -102,7 +110,7 @@ func (p *parser) teamList(n *yaml.Node) {
 	items := p.entries(n, "teams", "team")
 	for i, e := range items {
 		path := index("teams", i)
-		f := p.mapping(e, path, "name", "cohort", "channel", "weight", "leads", "members", "quota", "preemption", "namespace", "localQueue", "elasticBudget")
+		f := p.mapping(e, path, "name", "cohort", "channel", "weight", "leads", "members", "quota", "preemption", "flavorFungibility", "namespace", "localQueue", "elasticBudget")
 		name, ok := p.name(f, p.teams, label, labelRule)
 		if ok && contains(p.flavors.names, name) {
 			p.errorf(f.get("name"), field(path, "name"), "team %q has the name of a flavor, which would make \"/gpu queue %s\" ambiguous", name, name)
@@ -133,7 +141,9 @@ func (p *parser) teamList(n *yaml.Node) {
 		team.Leads = p.teamPeople(f, "leads", ti)
 		team.Members = p.teamPeople(f, "members", ti)
 		p.quota(p.required(f, "quota"), field(path, "quota"), &queue)
-		p.preemption(f.get("preemption"), field(path, "preemption"), &queue.Preemption)
+		p.checkGroup(f.get("quota"), field(path, "quota"), queue.Flavors, queue.Quotas)
+		p.preemption(f.get("preemption"), field(path, "preemption"), &queue.Preemption, queue.Cohort != "")
+		p.flavorFungibility(f.get("flavorFungibility"), field(path, "flavorFungibility"), &queue.FlavorFungibility)
 		p.teamCluster(f, path, name)
 		if ok {
 			p.teamBudget(f, path, name)
@@ -182,7 +192,7 @@ func (p *parser) quota(n *yaml.Node, path string, q *allocator.Queue) {
 		if v == nil {
 			continue
 		}
-		g := p.mapping(v, fpath, "nominal", "borrowingLimit", "lendingLimit")
+		g := p.mapping(v, fpath, "nominal", "borrowingLimit", "lendingLimit", "cpu", "memory")
 		var quota allocator.Quota
 		okNominal := false
 		if nv := p.required(g, "nominal"); nv != nil {
@@ -208,6 +218,7 @@ func (p *parser) quota(n *yaml.Node, path string, q *allocator.Queue) {
 		if l := quota.LendingLimit; l != nil && okNominal && *l > quota.Nominal {
 			p.errorf(g.get("lendingLimit"), field(fpath, "lendingLimit"), "must not be more than nominal (%d)", quota.Nominal)
 		}
+		p.resourceQuotas(g, fpath, &quota, q.Cohort != "")
 		if okFlavor {
 			q.Flavors = append(q.Flavors, flavor)
 			q.Quotas[flavor] = quota
@@ -218,11 +229,12 @@ func (p *parser) quota(n *yaml.Node, path string, q *allocator.Queue) {
 	}
 }
 
-func (p *parser) preemption(n *yaml.Node, path string, pre *allocator.Preemption) {
+func (p *parser) preemption(n *yaml.Node, path string, pre *allocator.Preemption, cohort bool) {
 	if n == nil {
 		return
 	}
-	f := p.mapping(n, path, "withinTeam", "reclaimWithinCohort")
+	f := p.mapping(n, path, "withinTeam", "reclaimWithinCohort", "borrowWithinCohort", "borrowWithinCohortMaxPriority")
+	p.borrowWithinCohort(f, path, pre, cohort)
 	policy := func(key string, known []string, out *string) {
 		v := f.get(key)
 		if v == nil {

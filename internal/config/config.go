@@ -154,14 +154,36 @@ func (c *Config) Cluster() *allocator.Cluster {
 	for i := range cl.Queues {
 		q := &cl.Queues[i]
 		q.Flavors = slices.Clone(q.Flavors)
-		q.Quotas = maps.Clone(q.Quotas)
-		for f, quota := range q.Quotas {
-			quota.BorrowingLimit = clonePtr(quota.BorrowingLimit)
-			quota.LendingLimit = clonePtr(quota.LendingLimit)
-			q.Quotas[f] = quota
+		q.Quotas = cloneQuotas(q.Quotas)
+		if m := q.Preemption.BorrowWithinCohortMaxPriority; m != nil {
+			v := *m
+			q.Preemption.BorrowWithinCohortMaxPriority = &v
 		}
 	}
+	cl.Cohorts = slices.Clone(cl.Cohorts)
+	for i := range cl.Cohorts {
+		cl.Cohorts[i].Quotas = cloneQuotas(cl.Cohorts[i].Quotas)
+	}
+	if fs := cl.Policy.FairSharing; fs != nil {
+		cl.Policy.FairSharing = &allocator.KueueFairSharing{PreemptionStrategies: slices.Clone(fs.PreemptionStrategies)}
+	}
 	return &cl
+}
+
+func cloneQuotas(in map[string]allocator.Quota) map[string]allocator.Quota {
+	out := maps.Clone(in)
+	for f, quota := range out {
+		quota.BorrowingLimit = clonePtr(quota.BorrowingLimit)
+		quota.LendingLimit = clonePtr(quota.LendingLimit)
+		for _, rq := range []**allocator.ResourceQuota{&quota.CPU, &quota.Memory} {
+			if *rq != nil {
+				c := **rq
+				*rq = &c
+			}
+		}
+		out[f] = quota
+	}
+	return out
 }
 
 func clonePtr(p *int) *int {

@@ -146,7 +146,7 @@ func TestDefaultSettings(t *testing.T) {
 			Flavors: []commands.FlavorTerms{
 				{Flavor: "h100-spot", Capacity: commands.CapacitySpot, PricePerGPUHour: 3.2, MaxRunTime: 24 * time.Hour},
 				{Flavor: "h100-dws", Capacity: commands.CapacityProvisioned, PricePerGPUHour: 5.4, MaxRunTime: 7 * 24 * time.Hour,
-					AdmissionCheck: "dws-h100", ProvisioningRequestConfig: "dws-h100", ProvisioningPrior: 20 * time.Minute},
+					AdmissionCheck: "dws-h100", ProvisioningRequestConfig: "dws-h100", ProvisioningPrior: 20 * time.Minute, Retry: commands.DefaultProvisioningRetry},
 			},
 			OfferAfter: time.Hour, ApprovalAboveGPUs: 32, Currency: "$", WeekStart: time.Monday,
 			Budgets: map[string]commands.Budget{"nlp": {Money: 5000}, "vision": {GPUHours: 400}, "speech": {Money: 500}},

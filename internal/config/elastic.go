@@ -23,6 +23,12 @@ type SimFlavor struct {
 	// ProvisioningTime: a provisioned flavor's nodes come this long after
 	// they are asked for.
 	ProvisioningTime time.Duration
+	// FailAttempts: the first this many provisioning attempts of each
+	// request fail; FailurePercent: each later one fails with this
+	// chance, drawn from Seed, the request and the attempt.
+	FailAttempts   int
+	FailurePercent float64
+	Seed           int64
 }
 
 // SimFlavors returns the simulated behaviour of each elastic flavor, by name.
@@ -62,9 +68,23 @@ func (p *parser) elasticFlavor(f *fields, path, name string) (commands.FlavorTer
 		p.errorf(f.pos("provisioning"), field(path, "provisioning"), "is only for flavors with capacity: provisioned")
 	case t.Capacity == commands.CapacityProvisioned:
 		t.AdmissionCheck, t.ProvisioningRequestConfig, t.ProvisioningPrior = name, name, commands.DefaultProvisioningPrior
+		t.Retry = commands.DefaultProvisioningRetry
 		if pv != nil {
 			ppath := field(path, "provisioning")
-			g := p.mapping(pv, ppath, "admissionCheck", "provisioningRequestConfig", "prior")
+			g := p.mapping(pv, ppath, "admissionCheck", "provisioningRequestConfig", "prior", "retries", "retryBackoff", "maxRetryBackoff")
+			if v := g.get("retries"); v != nil {
+				t.Retry.Limit, _ = p.integer(v, field(ppath, "retries"), 0, 1000)
+			}
+			for key, out := range map[string]*time.Duration{"retryBackoff": &t.Retry.Backoff, "maxRetryBackoff": &t.Retry.MaxBackoff} {
+				if v := g.get(key); v != nil {
+					if d, ok := p.duration(v, field(ppath, key)); ok {
+						*out = d
+					}
+				}
+			}
+			if t.Retry.MaxBackoff < t.Retry.Backoff {
+				p.errorf(pv, field(ppath, "maxRetryBackoff"), "(%s) is shorter than retryBackoff (%s)", t.Retry.MaxBackoff, t.Retry.Backoff)
+			}
 			for key, out := range map[string]*string{"admissionCheck": &t.AdmissionCheck, "provisioningRequestConfig": &t.ProvisioningRequestConfig} {
 				if v := g.get(key); v != nil {
 					if s, ok := p.str(v, field(ppath, key)); ok {
@@ -85,8 +105,8 @@ func (p *parser) elasticFlavor(f *fields, path, name string) (commands.FlavorTer
 	}
 	if v := f.get("simulation"); v != nil {
 		spath := field(path, "simulation")
-		g := p.mapping(v, spath, "reclaimAfter", "provisioningTime")
-		var sf SimFlavor
+		g := p.mapping(v, spath, "reclaimAfter", "provisioningTime", "failAttempts", "failurePercent", "seed")
+		sf := SimFlavor{ProvisioningTime: t.ProvisioningPrior}
 		if r := g.get("reclaimAfter"); r != nil {
 			if t.Capacity != commands.CapacitySpot {
 				p.errorf(g.pos("reclaimAfter"), field(spath, "reclaimAfter"), "is only for flavors with capacity: spot")
@@ -99,6 +119,21 @@ func (p *parser) elasticFlavor(f *fields, path, name string) (commands.FlavorTer
 				p.errorf(g.pos("provisioningTime"), field(spath, "provisioningTime"), "is only for flavors with capacity: provisioned")
 			} else {
 				sf.ProvisioningTime, _ = p.durationOrZero(r, field(spath, "provisioningTime"))
+			}
+		}
+		for _, key := range []string{"failAttempts", "failurePercent", "seed"} {
+			r := g.get(key)
+			switch {
+			case r == nil:
+			case t.Capacity != commands.CapacityProvisioned:
+				p.errorf(g.pos(key), field(spath, key), "is only for flavors with capacity: provisioned")
+			case key == "failAttempts":
+				sf.FailAttempts, _ = p.integer(r, field(spath, key), 0, 1000)
+			case key == "failurePercent":
+				sf.FailurePercent, _ = p.percent(r, field(spath, key))
+			default:
+				seed, _ := p.integer(r, field(spath, key), 0, 1<<31-1)
+				sf.Seed = int64(seed)
 			}
 		}
 		if t.Capacity == commands.CapacityReserved && g.get("reclaimAfter") == nil && g.get("provisioningTime") == nil {

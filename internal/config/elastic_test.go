@@ -23,7 +23,8 @@ func TestElasticConfig(t *testing.T) {
     nodes: {nodesPerRack: 2}
     capacity: provisioned
     maxRunTime: 7d
-    provisioning: {admissionCheck: dws.check, prior: 30m}
+    provisioning: {admissionCheck: dws.check, prior: 30m, retries: 2, retryBackoff: 1m, maxRetryBackoff: 5m}
+    simulation: {failAttempts: 1, failurePercent: 25, seed: 42}
 teams: [{name: nlp, members: [alice], quota: {h100: {nominal: 16}, spot: {nominal: 16}, dws: {nominal: 16}}, elasticBudget: {gpuHoursPerWeek: 100}}]
 elastic: {offerAfter: 2h, approvalAboveGPUs: 8, currency: EUR, weekStart: Sunday}
 `))
@@ -35,7 +36,8 @@ elastic: {offerAfter: 2h, approvalAboveGPUs: 8, currency: EUR, weekStart: Sunday
 			{Flavor: "h100", Capacity: commands.CapacityReserved, PricePerGPUHour: 2},
 			{Flavor: "spot", Capacity: commands.CapacitySpot, PricePerGPUHour: 1.5},
 			{Flavor: "dws", Capacity: commands.CapacityProvisioned, MaxRunTime: 7 * 24 * time.Hour,
-				AdmissionCheck: "dws.check", ProvisioningRequestConfig: "dws", ProvisioningPrior: 30 * time.Minute},
+				AdmissionCheck: "dws.check", ProvisioningRequestConfig: "dws", ProvisioningPrior: 30 * time.Minute,
+				Retry: commands.ProvisioningRetry{Limit: 2, Backoff: time.Minute, MaxBackoff: 5 * time.Minute}},
 		},
 		OfferAfter: 2 * time.Hour, ApprovalAboveGPUs: 8, Currency: "EUR", WeekStart: time.Sunday,
 		Budgets: map[string]commands.Budget{"nlp": {GPUHours: 100}},
@@ -43,7 +45,7 @@ elastic: {offerAfter: 2h, approvalAboveGPUs: 8, currency: EUR, weekStart: Sunday
 	if d := cmp.Diff(want, c.Settings().Elastic); d != "" {
 		t.Errorf("Elastic (-want +got):\n%s", d)
 	}
-	wantSim := map[string]SimFlavor{"spot": {ReclaimAfter: 2 * time.Hour}, "dws": {ProvisioningTime: 30 * time.Minute}}
+	wantSim := map[string]SimFlavor{"spot": {ReclaimAfter: 2 * time.Hour}, "dws": {ProvisioningTime: 30 * time.Minute, FailAttempts: 1, FailurePercent: 25, Seed: 42}}
 	if d := cmp.Diff(wantSim, c.SimFlavors()); d != "" {
 		t.Errorf("SimFlavors (-want +got):\n%s", d)
 	}
@@ -85,6 +87,23 @@ teams: [{name: nlp, members: [alice], quota: {h100: {nominal: 8}}}]
 				`gpubot.yaml:5:76: flavors[1].provisioning: is only for flavors with capacity: provisioned`,
 				`gpubot.yaml:6:95: flavors[2].simulation.reclaimAfter: is only for flavors with capacity: spot`,
 				`gpubot.yaml:6:145: flavors[2].provisioning.admissionCheck: "Bad Name" is not a valid Kueue object name: lowercase letters, digits, '-' and '.', at most 253 characters`,
+			},
+		},
+		"bad retry strategy and simulated failures": {
+			yaml: elasticBase + `flavors:
+  - {name: h100, gpusPerNode: 8, nodes: {nodesPerRack: 2}}
+  - {name: spot, gpusPerNode: 8, nodes: {nodesPerRack: 2}, capacity: spot, simulation: {failAttempts: 1}}
+  - {name: dws, gpusPerNode: 8, nodes: {nodesPerRack: 2}, capacity: provisioned, provisioning: {retries: -1, retryBackoff: 0.001m, maxRetryBackoff: 0m}, simulation: {failurePercent: 150}}
+  - {name: dws2, gpusPerNode: 8, nodes: {nodesPerRack: 2}, capacity: provisioned, provisioning: {retryBackoff: 10m, maxRetryBackoff: 5m}}
+teams: [{name: nlp, members: [alice], quota: {h100: {nominal: 8}}}]
+`,
+			want: []string{
+				`gpubot.yaml:5:89: flavors[1].simulation.failAttempts: is only for flavors with capacity: provisioned`,
+				`gpubot.yaml:6:106: flavors[2].provisioning.retries: must not be negative`,
+				`gpubot.yaml:6:124: flavors[2].provisioning.retryBackoff: invalid duration "0.001m": must be more than zero`,
+				`gpubot.yaml:6:149: flavors[2].provisioning.maxRetryBackoff: invalid duration "0m": must be more than zero`,
+				`gpubot.yaml:6:183: flavors[2].simulation.failurePercent: is a percentage: a number from 0 to 100`,
+				`gpubot.yaml:7:97: flavors[3].provisioning.maxRetryBackoff: (5m0s) is shorter than retryBackoff (10m0s)`,
 			},
 		},
 		"only elastic quota, budget without elastic, both budgets": {

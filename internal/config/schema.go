@@ -71,6 +71,8 @@ type parser struct {
 
 	flavorInfo map[string]*flavorInfo
 	teamInfo   map[string]*teamInfo
+	// cohortNodes: the cohorts list declares these names.
+	cohortNodes map[string]*yaml.Node
 	// teamNodes is where each team's quota is, and budgetNodes where its
 	// elastic budget is, for checks across sections.
 	teamNodes   map[string]*yaml.Node
@@ -85,6 +87,7 @@ type flavorInfo struct {
 	layout              *yaml.Node
 	layoutPath          string
 	nominal, seededGPUs int
+	cpu, memory         int64 // per simulated node; 0: not counted
 }
 
 type teamInfo struct {
@@ -105,7 +108,7 @@ func (p *parser) config(root *yaml.Node) *Config {
 
 	f := p.mapping(root, "",
 		"timezone", "defaultChannel", "admission", "priorities", "defaultPriority",
-		"requests", "approval", "templates", "flavors", "people", "teams", "simulation", "kubernetes", "slack",
+		"requests", "approval", "templates", "flavors", "cohorts", "people", "teams", "simulation", "kubernetes", "slack",
 		"zombies", "metrics", "digests", "report", "elastic")
 	p.timezone(f)
 	p.defaultChannel(f)
@@ -116,9 +119,12 @@ func (p *parser) config(root *yaml.Node) *Config {
 	p.templateList(f)
 	p.approval(f.get("approval"))
 	p.flavorList(p.required(f, "flavors"))
+	p.cohortList(f.get("cohorts"))
 	p.personList(p.required(f, "people"))
 	p.teamList(p.required(f, "teams"))
 	p.checkQuotaTotals()
+	p.checkCoverage(f.get("requests"))
+	p.checkCluster(f.get("cohorts"))
 	p.elasticSection(f.get("elastic"))
 	p.checkElastic()
 	p.kubernetes(f.get("kubernetes"))
@@ -179,20 +185,28 @@ func (p *parser) admission(n *yaml.Node) {
 	if n == nil {
 		return
 	}
-	f := p.mapping(n, "admission", "mode", "fairSharing")
+	f := p.mapping(n, "admission", "mode", "fairSharing", "preemptionStrategies")
 	modeOK := true
 	if m := f.get("mode"); m != nil {
 		s, ok := p.str(m, "admission.mode")
-		modes := []string{string(allocator.BestEffortFIFO), string(allocator.FairSharing)}
+		modes := []string{string(allocator.BestEffortFIFO), string(allocator.FairSharing), modeKueueFairSharing}
 		switch {
 		case !ok:
 			modeOK = false
 		case !contains(modes, s):
 			p.errorf(m, "admission.mode", "%s", unknown("admission mode", s, modes))
 			modeOK = false
+		case s == modeKueueFairSharing:
+			pol.FairSharing = &allocator.KueueFairSharing{}
 		default:
 			pol.Mode = allocator.Mode(s)
 		}
+	}
+	if ps := f.get("preemptionStrategies"); ps != nil {
+		if modeOK && pol.FairSharing == nil {
+			p.errorf(f.pos("preemptionStrategies"), "admission.preemptionStrategies", "is only used with mode %s; set admission.mode or remove it", modeKueueFairSharing)
+		}
+		p.preemptionStrategies(ps, pol)
 	}
 	fs := f.get("fairSharing")
 	if fs == nil {
@@ -265,7 +279,13 @@ func (p *parser) requests(n *yaml.Node) {
 	if n == nil {
 		return
 	}
-	f := p.mapping(n, "requests", "maxDuration", "endWarning")
+	f := p.mapping(n, "requests", "maxDuration", "endWarning", "cpuPerGPU", "memoryPerGPU")
+	if v := f.get("cpuPerGPU"); v != nil {
+		s.CPUPerGPU, _ = p.cores(v, "requests.cpuPerGPU")
+	}
+	if v := f.get("memoryPerGPU"); v != nil {
+		s.MemoryPerGPU, _ = p.memory(v, "requests.memoryPerGPU")
+	}
 	if m := f.get("maxDuration"); m != nil {
 		if v, ok := p.duration(m, "requests.maxDuration"); ok {
 			s.MaxDuration = v

@@ -77,7 +77,7 @@ func TestValidation(t *testing.T) {
 		},
 		"unknown top-level key": {
 			yaml: minimal + "notifications: {at: 9am}\n",
-			want: []string{`gpubot.yaml:5:1: notifications: unknown key "notifications" (known keys: timezone, defaultChannel, admission, priorities, defaultPriority, requests, approval, templates, flavors, people, teams, simulation, kubernetes, slack, zombies, metrics, digests, report, elastic)`},
+			want: []string{`gpubot.yaml:5:1: notifications: unknown key "notifications" (known keys: timezone, defaultChannel, admission, priorities, defaultPriority, requests, approval, templates, flavors, cohorts, people, teams, simulation, kubernetes, slack, zombies, metrics, digests, report, elastic)`},
 		},
 		"a near miss of digests": {
 			yaml: minimal + "digest: [{team: nlp, schedule: \"0 9 * * *\"}]\n",
@@ -231,12 +231,12 @@ teams:
 			want: []string{"gpubot.yaml:2:47: flavors[0].nodes: 100×10×20 nodes make 20000 in the simulated cluster, more than its limit of 10000"},
 		},
 		"policies": {
-			yaml: minimal + `admission: {mode: FairSharing, fairSharing: {halfLife: 0m, entryPenalty: 7x}}
+			yaml: minimal + `admission: {mode: FairShare, fairSharing: {halfLife: 0m, entryPenalty: 7x}}
 `,
 			want: []string{
-				`gpubot.yaml:5:19: admission.mode: unknown admission mode "FairSharing" (known: BestEffortFIFO, AdmissionFairSharing)`,
-				`gpubot.yaml:5:56: admission.fairSharing.halfLife: invalid duration "0m": must be more than zero`,
-				`gpubot.yaml:5:74: admission.fairSharing.entryPenalty: invalid duration "7x": unknown unit 'x' (use m, h or d)`,
+				`gpubot.yaml:5:19: admission.mode: unknown admission mode "FairShare"; did you mean "FairSharing"?`,
+				`gpubot.yaml:5:54: admission.fairSharing.halfLife: invalid duration "0m": must be more than zero`,
+				`gpubot.yaml:5:72: admission.fairSharing.entryPenalty: invalid duration "7x": unknown unit 'x' (use m, h or d)`,
 			},
 		},
 		"fair sharing settings without fair sharing": {

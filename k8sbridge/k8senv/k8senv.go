@@ -67,6 +67,10 @@ type Options struct {
 	Dir string
 	// Log receives the processes' output; nil writes to files in Dir.
 	Log io.Writer
+	// ManagerConfig overrides top-level keys of the shipped Kueue
+	// manager Configuration (deploy/kueue/manager-config.yaml), such as
+	// fairSharing; the ConfigMap gpubot reads holds the result too.
+	ManagerConfig map[string]any
 }
 
 // Env is a running control plane.
@@ -188,16 +192,25 @@ func (e *Env) startKueue(ctx context.Context, o Options) error {
 		}
 	}
 	health, webhook := freePort(), freePort()
-	cfg, shipped, err := managerConfig(map[string]any{
+	local := map[string]any{
 		"namespace":              "kueue-system",
 		"health":                 map[string]any{"healthProbeBindAddress": fmt.Sprintf("127.0.0.1:%d", health)},
 		"metrics":                map[string]any{"bindAddress": "0"},
 		"webhook":                map[string]any{"host": "127.0.0.1", "port": webhook, "certDir": certDir},
 		"leaderElection":         map[string]any{"leaderElect": false},
 		"internalCertManagement": map[string]any{"enable": false},
-	})
+	}
+	for k, v := range o.ManagerConfig {
+		local[k] = v
+	}
+	cfg, shipped, err := managerConfig(local)
 	if err != nil {
 		return err
+	}
+	if len(o.ManagerConfig) > 0 {
+		if shipped, err = withKeys(shipped, o.ManagerConfig); err != nil {
+			return err
+		}
 	}
 	if err := e.publishManagerConfig(ctx, shipped); err != nil {
 		return err
@@ -390,6 +403,18 @@ func managerConfig(local map[string]any) (cfg, shipped []byte, err error) {
 	}
 	cfg, err = yaml.Marshal(m)
 	return cfg, shipped, err
+}
+
+// withKeys is the Configuration data with top-level keys replaced.
+func withKeys(data []byte, keys map[string]any) ([]byte, error) {
+	var m map[string]any
+	if err := yaml.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("parsing %s: %w", ManagerConfigFile, err)
+	}
+	for k, v := range keys {
+		m[k] = v
+	}
+	return yaml.Marshal(m)
 }
 
 // publishManagerConfig stores Kueue's Configuration where a Kueue install
