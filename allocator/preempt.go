@@ -368,10 +368,22 @@ func (s *Snapshot) minimalSet(slot int32, c cand, cands []int32, allowBorrow, pl
 func (s *Snapshot) minimal(q, gpus int, topo Level, c cand, cands []int32, allowBorrow, onlyBorrowers, place bool) []int32 {
 	f := int(c.f)
 	fit := func() bool { return s.fitsQuota(q, f, gpus, allowBorrow) && (!place || s.feasible(c, topo)) }
+	skip := func(v int32) bool {
+		r := int(s.ws[v].q)
+		return onlyBorrowers && r != q && !s.borrowing(r, f)
+	}
+	return s.shrink(cands, skip, fit)
+}
+
+// shrink vacates candidates in order (but those skip names) until fit
+// holds, then occupies again every one fit does not need, from the last
+// but one back; it returns those that stay vacated (nil if fit never
+// held). s is unchanged.
+func (s *Snapshot) shrink(cands []int32, skip func(int32) bool, fit func() bool) []int32 {
 	var removed []int32
 	fits := false
 	for _, v := range cands {
-		if r := int(s.ws[v].q); onlyBorrowers && r != q && !s.borrowing(r, f) {
+		if skip != nil && skip(v) {
 			continue
 		}
 		s.vacate(v)
@@ -530,31 +542,5 @@ func (s *Snapshot) Preempt(id string, victims []string) ([]Event, error) {
 func (s *Snapshot) minimalGeneral(q int, w *Workload, c cand, cands []int32) []int32 {
 	f, req := int(c.f), reqOf(w)
 	fit := func() bool { return s.quotaFits(q, f, req) && s.feasibleFor(c, w, w.Topology) }
-	var removed []int32
-	fits := false
-	for _, v := range cands {
-		s.vacate(v)
-		removed = append(removed, v)
-		if fit() {
-			fits = true
-			break
-		}
-	}
-	if fits {
-		for i := len(removed) - 2; i >= 0; i-- {
-			s.occupy(removed[i])
-			if fit() {
-				removed = slices.Delete(removed, i, i+1)
-			} else {
-				s.vacate(removed[i])
-			}
-		}
-	}
-	for i := len(removed) - 1; i >= 0; i-- {
-		s.occupy(removed[i])
-	}
-	if !fits {
-		return nil
-	}
-	return removed
+	return s.shrink(cands, nil, fit)
 }
