@@ -42,7 +42,7 @@ teams: [{name: nlp, leads: [bob], members: [alice], quota: {h100: {nominal: 4000
 		if err != nil {
 			b.Fatal(err)
 		}
-		svc, err := commands.NewService(ctx, cfg.Settings(), commands.Deps{Cluster: sim, Requests: db, IDs: db, Audit: db, Usage: db, Clock: clk},
+		svc, err := commands.NewService(ctx, cfg.Settings(), commands.Deps{Cluster: sim, Requests: db, IDs: db, Audit: db, Usage: db, Commit: db, Clock: clk},
 			commands.WithZombies(db), commands.WithUtilization(sim))
 		if err != nil {
 			b.Fatal(err)
