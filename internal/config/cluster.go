@@ -236,19 +236,11 @@ func (p *parser) preemption(n *yaml.Node, path string, pre *allocator.Preemption
 	f := p.mapping(n, path, "withinTeam", "reclaimWithinCohort", "borrowWithinCohort", "borrowWithinCohortMaxPriority")
 	p.borrowWithinCohort(f, path, pre, cohort)
 	policy := func(key string, known []string, out *string) {
-		v := f.get(key)
-		if v == nil {
-			return
+		if v := f.get(key); v != nil {
+			if s, ok := p.oneOf(v, field(path, key), "policy", known...); ok {
+				*out = s
+			}
 		}
-		s, ok := p.str(v, field(path, key))
-		if !ok {
-			return
-		}
-		if !contains(known, s) {
-			p.errorf(v, field(path, key), "%s", unknown("policy", s, known))
-			return
-		}
-		*out = s
 	}
 	policy("withinTeam", withinTeamPolicies, &pre.WithinClusterQueue)
 	policy("reclaimWithinCohort", reclaimPolicies, &pre.ReclaimWithinCohort)

@@ -161,19 +161,11 @@ func (p *parser) flavorFungibility(n *yaml.Node, path string, ff *allocator.Flav
 	}
 	f := p.mapping(n, path, "whenCanBorrow", "whenCanPreempt", "preference")
 	one := func(key string, known []string, out *string) {
-		v := f.get(key)
-		if v == nil {
-			return
+		if v := f.get(key); v != nil {
+			if s, ok := p.oneOf(v, field(path, key), "value", known...); ok {
+				*out = s
+			}
 		}
-		s, ok := p.str(v, field(path, key))
-		if !ok {
-			return
-		}
-		if !contains(known, s) {
-			p.errorf(v, field(path, key), "%s", unknown("value", s, known))
-			return
-		}
-		*out = s
 	}
 	one("whenCanBorrow", fungibilityValues, &ff.WhenCanBorrow)
 	one("whenCanPreempt", fungibilityValues, &ff.WhenCanPreempt)
@@ -194,12 +186,8 @@ func (p *parser) borrowWithinCohort(f *fields, path string, pre *allocator.Preem
 		}
 		return
 	}
-	s, ok := p.str(v, field(path, "borrowWithinCohort"))
+	s, ok := p.oneOf(v, field(path, "borrowWithinCohort"), "policy", bwcPolicies...)
 	if !ok {
-		return
-	}
-	if !contains(bwcPolicies, s) {
-		p.errorf(v, field(path, "borrowWithinCohort"), "%s", unknown("policy", s, bwcPolicies))
 		return
 	}
 	if s != allocator.PreemptNever && !cohort {
