@@ -190,10 +190,7 @@ func (pn Panel) plot() (*plot.Plot, error) {
 		}
 	}
 	for _, l := range pn.Lines {
-		xys := make(plotter.XYs, len(l.Points))
-		for i, pt := range l.Points {
-			xys[i] = plotter.XY{X: pt.X, Y: pt.Y}
-		}
+		xys := toXYs(l.Points)
 		line, err := plotter.NewLine(xys)
 		if err != nil {
 			return nil, fmt.Errorf("line %q: %w", l.Name, err)
@@ -216,10 +213,7 @@ func (pn Panel) plot() (*plot.Plot, error) {
 		}
 	}
 	for _, s := range pn.Points {
-		xys := make(plotter.XYs, len(s.Points))
-		for i, pt := range s.Points {
-			xys[i] = plotter.XY{X: pt.X, Y: pt.Y}
-		}
+		xys := toXYs(s.Points)
 		sc, err := plotter.NewScatter(xys)
 		if err != nil {
 			return nil, fmt.Errorf("points %q: %w", s.Name, err)
@@ -261,4 +255,12 @@ func bar(b Bars) (*plotter.BarChart, error) {
 	bars.Color = plotutil.Color(b.Style)
 	bars.LineStyle.Width = 0
 	return bars, nil
+}
+
+func toXYs(pts []XY) plotter.XYs {
+	xys := make(plotter.XYs, len(pts))
+	for i, pt := range pts {
+		xys[i] = plotter.XY{X: pt.X, Y: pt.Y}
+	}
+	return xys
 }
