@@ -29,10 +29,19 @@ type EstimateOptions struct {
 	// Arrivals is the load of work yet to arrive (LearnArrivals). While
 	// a workload waits, arriving work that goes before it (of a higher
 	// priority; in FairSharing mode also of its priority from a queue
-	// whose share is lower than its queue's now) delays it: its Latest is
-	// stretched from Now by 1/(1−ρ), ρ the load of that work over the
-	// GPUs of the workload's flavors, at most MaxArrivalShare. Nil means
-	// none arrives.
+	// whose share is lower than its queue's now) delays it: with ρ the
+	// load of that work on the workload's flavors over their GPUs (work
+	// asking for one of them counts there in full, work asking for none
+	// in particular as its share of the cluster's GPUs; work asking for
+	// another flavor not at all) and B
+	// the longest its rates have been arriving (ArrivalRate.Over), its
+	// wait W (Latest − Now) becomes W + min(ρ/(1−ρ)·W, min(ρ, 1)·B).
+	// The first is the wait of a queue that keeps getting work going
+	// first at that rate (the cluster's share left to it, 1−ρ); the
+	// second that work arriving for as long again as it has so far and
+	// then stopping, all of it served first: a burst above the cluster
+	// (ρ ≥ 1) holds the workload back until it is over, a steady load
+	// for no longer than it lasts. Nil means none arrives.
 	Arrivals []ArrivalRate
 	// Horizon stops the simulation at Now+Horizon; 0 means DefaultHorizon.
 	Horizon time.Duration
@@ -43,12 +52,6 @@ type EstimateOptions struct {
 	// DefaultStep; negative means none (every end at its own time).
 	Step time.Duration
 }
-
-// MaxArrivalShare caps the share of the GPUs that arriving work going
-// first is taken to claim (EstimateOptions.Arrivals): Latest is
-// stretched by at most 1/(1−MaxArrivalShare), about 6.7 times. (Chosen
-// on the simulator's traces, see BENCHMARKS.md.)
-const MaxArrivalShare = 0.85
 
 // DefaultStep is the estimates' default finest resolution: a second
 // (ends further ahead are rounded more coarsely, see roundEnd).
@@ -212,46 +215,103 @@ func (s *Snapshot) estimate(slot int32, low, high simStart, end time.Time, ahead
 	}
 	e.Known = true
 	e.Earliest, e.Latest = maxTime(a, s.now), maxTime(b, s.now)
-	if st := s.arrivalStretch(slot, arrivals); st > 1 && e.Latest.After(s.now) {
-		e.Latest = s.now.Add(time.Duration(float64(e.Latest.Sub(s.now)) * st))
+	if w := e.Latest.Sub(s.now); w > 0 {
+		e.Latest = s.now.Add(w + arrivalDelay(w, s.arrivalLoad(slot, arrivals)))
 	}
 	return e
 }
 
-// arrivalStretch is the factor by which arriving work that goes before
-// slot's workload stretches its wait.
-func (s *Snapshot) arrivalStretch(slot int32, arrivals []ArrivalRate) float64 {
-	if len(arrivals) == 0 || s.ix.fcfs {
-		return 1
+// arrivalLoad is what of arrivals goes before slot's workload: its load
+// over the workload's flavors' GPUs (rho) and the longest it has been
+// arriving (over; 0: for ever).
+type arrivalLoad struct {
+	rho  float64
+	over time.Duration
+}
+
+// arrivalDelay is how much later than w a wait of w ends under the
+// arrivals going first (EstimateOptions.Arrivals).
+func arrivalDelay(w time.Duration, a arrivalLoad) time.Duration {
+	if !(a.rho > 0) || w <= 0 {
+		return 0
+	}
+	r := min(a.rho, MaxArrivalShare)
+	steady := r / (1 - r) * float64(w)
+	if a.over <= 0 {
+		return time.Duration(steady)
+	}
+	burst := min(a.rho, 1) * float64(a.over)
+	if a.rho >= 1 {
+		return time.Duration(burst)
+	}
+	return time.Duration(min(steady, burst))
+}
+
+// MaxArrivalShare caps the share of the GPUs that a steady load of
+// arriving work going first is taken to claim (EstimateOptions.Arrivals):
+// a wait is stretched by at most 1/(1−MaxArrivalShare), about 6.7 times,
+// where 1/(1−ρ) would grow without bound as ρ nears 1. (Chosen on the
+// simulator's traces, see BENCHMARKS.md.) A load of more than the GPUs
+// is a burst instead, waited out.
+const MaxArrivalShare = 0.85
+
+// arrivalLoad is the load of the arrivals that go before slot's
+// workload (see EstimateOptions.Arrivals).
+func (s *Snapshot) arrivalLoad(slot int32, arrivals []ArrivalRate) arrivalLoad {
+	if len(arrivals) == 0 {
+		return arrivalLoad{}
 	}
 	x := &s.ws[slot]
 	mine := s.share(int(x.q))
-	load := 0.0
+	gpus, all := 0, 0
+	for _, c := range s.classes[x.cls].cands {
+		gpus += s.ix.flavors[c.f].total
+	}
+	for _, f := range s.ix.flavors {
+		if !f.elastic {
+			all += f.total
+		}
+	}
+	if gpus == 0 {
+		return arrivalLoad{}
+	}
+	rho := 0.0
+	var over time.Duration
+	forever := false
 	for _, a := range arrivals {
 		if !(a.GPUs > 0) || math.IsInf(a.GPUs, 0) {
 			continue
 		}
-		before := a.Priority > x.w.Priority
+		before := a.Priority > x.w.Priority && !s.ix.fcfs
 		if !before && s.ix.fair && a.Priority == x.w.Priority {
 			if q, ok := s.ix.queueIdx[a.Queue]; ok && q != int(x.q) && s.share(q) < mine {
 				before = true
 			}
 		}
-		if before {
-			load += a.GPUs
+		if !before && a.Size > 0 && a.Size < x.w.GPUs {
+			before = true
 		}
+		if !before {
+			continue
+		}
+		switch f, ok := s.ix.flavorIdx[a.Flavor]; {
+		case a.Flavor == "" && all > 0:
+			rho += a.GPUs / float64(all)
+		case ok && slices.ContainsFunc(s.classes[x.cls].cands, func(c cand) bool { return int(c.f) == f }):
+			rho += a.GPUs / float64(gpus)
+		default:
+			continue
+		}
+		forever = forever || a.Over <= 0
+		over = max(over, a.Over)
 	}
-	if load <= 0 {
-		return 1
+	if rho <= 0 {
+		return arrivalLoad{}
 	}
-	gpus := 0
-	for _, c := range s.classes[x.cls].cands {
-		gpus += s.ix.flavors[c.f].total
+	if forever {
+		over = 0
 	}
-	if gpus == 0 {
-		return 1
-	}
-	return 1 / (1 - min(MaxArrivalShare, load/float64(gpus)))
+	return arrivalLoad{rho: rho, over: over}
 }
 
 func horizon(opts EstimateOptions) time.Duration {

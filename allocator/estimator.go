@@ -191,7 +191,10 @@ func (e *Estimator) fingerprint(s *Snapshot, opts EstimateOptions) uint64 {
 	for _, a := range opts.Arrivals {
 		str(a.Queue)
 		u64(uint64(a.Priority))
+		str(a.Flavor)
+		u64(uint64(a.Size))
 		f64(a.GPUs)
+		u64(uint64(a.Over))
 	}
 	return h.Sum64()
 }

@@ -246,21 +246,38 @@ type ArrivalSample struct {
 	At       time.Time
 	Queue    string
 	Priority int32
+	// Flavor is the flavor it asked for; "" for any.
+	Flavor string
+	// Size is the GPUs it asked for (0: not known).
+	Size     int
 	GPUHours float64
 }
 
 // ArrivalRate is the load of one queue's arrivals of one priority: the
-// GPUs they keep busy on average (GPU-hours asked per hour).
+// GPUs they keep busy on average (GPU-hours asked per hour), and how
+// long they have been arriving (Over: from the first of them in the
+// window to now, at least a minute). Estimates take arrivals to go on
+// for as long again, no longer (see EstimateOptions.Arrivals): a burst
+// of a minute is not a load for the day. Over 0 means the whole
+// horizon.
 type ArrivalRate struct {
 	Queue    string
 	Priority int32
-	GPUs     float64
+	// Flavor is the flavor the arrivals asked for; "" for any.
+	Flavor string
+	// Size is the GPUs each of them asked for (0: not known).
+	Size int
+	GPUs float64
+	Over time.Duration
 }
 
 // LearnArrivals is the offered load per queue and priority over the
 // window before now: the GPU-hours of the samples in (now−window, now]
 // divided by the window, or by the time since the first of them if that
-// is shorter (at least a minute); by queue, then priority. Samples
+// is shorter (at least a minute); per queue, priority, flavor and size,
+// in that order. Each rate's
+// Over is the time since the first of its own samples (at least a
+// minute). Samples
 // outside the window, or with GPU-hours that are not a positive number,
 // are ignored. The result feeds EstimateOptions.Arrivals.
 func LearnArrivals(samples []ArrivalSample, now time.Time, window time.Duration) []ArrivalRate {
@@ -272,13 +289,20 @@ func LearnArrivals(samples []ArrivalSample, now time.Time, window time.Duration)
 	type key struct {
 		q string
 		p int32
+		f string
+		n int
 	}
 	sum := map[key]float64{}
+	firstOf := map[key]time.Time{}
 	for _, a := range samples {
 		if !a.At.After(from) || a.At.After(now) || !(a.GPUHours > 0) || math.IsInf(a.GPUHours, 0) {
 			continue
 		}
-		sum[key{a.Queue, a.Priority}] += a.GPUHours
+		k := key{a.Queue, a.Priority, a.Flavor, a.Size}
+		sum[k] += a.GPUHours
+		if f, ok := firstOf[k]; !ok || a.At.Before(f) {
+			firstOf[k] = a.At
+		}
 		if a.At.Before(first) {
 			first = a.At
 		}
@@ -289,13 +313,19 @@ func LearnArrivals(samples []ArrivalSample, now time.Time, window time.Duration)
 	span := max(time.Minute, min(window, now.Sub(first)))
 	out := make([]ArrivalRate, 0, len(sum))
 	for k, v := range sum {
-		out = append(out, ArrivalRate{Queue: k.q, Priority: k.p, GPUs: v / span.Hours()})
+		out = append(out, ArrivalRate{Queue: k.q, Priority: k.p, Flavor: k.f, Size: k.n, GPUs: v / span.Hours(), Over: max(time.Minute, now.Sub(firstOf[k]))})
 	}
 	slices.SortFunc(out, func(a, b ArrivalRate) int {
 		if a.Queue != b.Queue {
 			return strings.Compare(a.Queue, b.Queue)
 		}
-		return int(a.Priority) - int(b.Priority)
+		if a.Priority != b.Priority {
+			return int(a.Priority) - int(b.Priority)
+		}
+		if a.Flavor != b.Flavor {
+			return strings.Compare(a.Flavor, b.Flavor)
+		}
+		return a.Size - b.Size
 	})
 	return out
 }

@@ -92,16 +92,27 @@ func TestLearnArrivals(t *testing.T) {
 		{At: now.Add(-time.Hour), Queue: "b", Priority: 1, GPUHours: 6},
 		{At: now.Add(time.Hour), Queue: "a", Priority: 2, GPUHours: 1000}, // in the future
 		{At: now.Add(-time.Hour), Queue: "a", Priority: 3, GPUHours: math.NaN()},
+		{At: now.Add(-2 * time.Hour), Queue: "b", Priority: 1, Flavor: "h100", Size: 8, GPUHours: 12},
+		{At: now.Add(-time.Minute / 2), Queue: "b", Priority: 1, Flavor: "h100", Size: 2, GPUHours: 3},
 	}
 	got := LearnArrivals(samples, now, 24*time.Hour)
 	// The first sample in the window is 12h ago: 48 GPU-hours in 12h.
-	want := []ArrivalRate{{"a", 1, 4}, {"a", 2, 1}, {"b", 1, 0.5}}
+	// Each rate's Over is since its own first sample (at least a
+	// minute); flavors and sizes are rates of their own.
+	want := []ArrivalRate{
+		{Queue: "a", Priority: 1, GPUs: 4, Over: 12 * time.Hour},
+		{Queue: "a", Priority: 2, GPUs: 1, Over: time.Hour},
+		{Queue: "b", Priority: 1, GPUs: 0.5, Over: time.Hour},
+		{Queue: "b", Priority: 1, Flavor: "h100", Size: 2, GPUs: 0.25, Over: time.Minute},
+		{Queue: "b", Priority: 1, Flavor: "h100", Size: 8, GPUs: 1, Over: 2 * time.Hour},
+	}
 	if len(got) != len(want) {
 		t.Fatalf("LearnArrivals = %v; want %v", got, want)
 	}
 	for i := range want {
-		if got[i].Queue != want[i].Queue || got[i].Priority != want[i].Priority || !near2(got[i].GPUs, want[i].GPUs, 1e-9) {
-			t.Errorf("LearnArrivals = %v; want %v", got, want)
+		g, w := got[i], want[i]
+		if g.Queue != w.Queue || g.Priority != w.Priority || g.Flavor != w.Flavor || g.Size != w.Size || g.Over != w.Over || !near2(g.GPUs, w.GPUs, 1e-9) {
+			t.Errorf("LearnArrivals[%d] = %+v; want %+v", i, g, w)
 		}
 	}
 	if LearnArrivals(nil, now, time.Hour) != nil || LearnArrivals(samples, now, 0) != nil {

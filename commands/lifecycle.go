@@ -485,7 +485,7 @@ func EstimateOptions(reqs []records.Request, now time.Time, horizon time.Duratio
 			opts.Workloads[r.ID] = m.RangeAfter(r.Team, r.Template, now.Sub(r.AdmittedAt).Hours()/r.Duration.Hours())
 		}
 		if p, ok := prio[r.Priority]; ok && !r.SubmittedAt.IsZero() {
-			arrivals = append(arrivals, allocator.ArrivalSample{At: r.SubmittedAt, Queue: r.Team, Priority: p,
+			arrivals = append(arrivals, allocator.ArrivalSample{At: r.SubmittedAt, Queue: r.Team, Priority: p, Flavor: r.Flavor, Size: r.GPUs,
 				GPUHours: float64(r.GPUs) * r.Duration.Hours() * m.Median(r.Team, r.Template)})
 		}
 	}

@@ -478,7 +478,7 @@ func (e *engine) estimateOptions() allocator.EstimateOptions {
 		if !j.submit.After(now.Add(-arrivalWindow)) {
 			break
 		}
-		arr = append(arr, allocator.ArrivalSample{At: j.submit, Queue: j.Team, Priority: j.prio,
+		arr = append(arr, allocator.ArrivalSample{At: j.submit, Queue: j.Team, Priority: j.prio, Flavor: j.Flavor, Size: j.gpus,
 			GPUHours: float64(j.gpus) * j.requested.Hours() * of(j).median})
 	}
 	opts.Arrivals = allocator.LearnArrivals(arr, now, arrivalWindow)
