@@ -94,8 +94,8 @@ func TestArrivalsFlavorSizeAndBurst(t *testing.T) {
 	// flavor, size or how long they have been arriving.
 	s := build("")
 	e := NewEstimator()
-	for i, arr := range [][]ArrivalRate{higher("h100", 8, 4, 0), higher("a100", 8, 4, 0), higher("a100", 8, 4, time.Minute),
-		higher("h100", 8, 4, time.Minute), lower(8), lower(2)} {
+	for i, arr := range [][]ArrivalRate{higher("h100", 8, 4, 0), higher("h100", 8, 4, time.Minute),
+		higher("a100", 8, 4, time.Minute), lower(8), lower(2)} {
 		o := base
 		o.Arrivals = arr
 		if got, want := e.Estimates(s, o)["p"].Latest, EstimateFor(s, "p", o).Latest; got != want {
