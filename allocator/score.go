@@ -18,9 +18,10 @@ type EstimateOutcome struct {
 type EstimateScore struct {
 	N int
 	// Inside counts starts in [Earliest−tolerance, Latest+tolerance];
-	// Coverage = Inside/N (goal 1−IntervalAlpha).
-	Inside   int
-	Coverage float64
+	// Coverage = Inside/N (goal 1−IntervalAlpha). InsideExactly and
+	// CoverageExactly are the same without the tolerance.
+	Inside, InsideExactly     int
+	Coverage, CoverageExactly float64
 	// Medians of the range's width and of the start's distance from the
 	// range's middle; the 90th percentile of the latter.
 	MedianWidth, MedianAbsError, P90AbsError time.Duration
@@ -48,6 +49,9 @@ func ScoreEstimates(outcomes []EstimateOutcome, tolerance time.Duration) Estimat
 		if !o.Start.Before(lo.Add(-tolerance)) && !o.Start.After(hi.Add(tolerance)) {
 			sc.Inside++
 		}
+		if !o.Start.Before(lo) && !o.Start.After(hi) {
+			sc.InsideExactly++
+		}
 		w := hi.Sub(lo)
 		widths = append(widths, w)
 		errs = append(errs, absDuration(o.Start.Sub(lo.Add(w/2))))
@@ -61,6 +65,7 @@ func ScoreEstimates(outcomes []EstimateOutcome, tolerance time.Duration) Estimat
 		total += s
 	}
 	sc.Coverage = float64(sc.Inside) / float64(sc.N)
+	sc.CoverageExactly = float64(sc.InsideExactly) / float64(sc.N)
 	slices.Sort(widths)
 	slices.Sort(errs)
 	sc.MedianWidth = nearestRank(widths, 50)

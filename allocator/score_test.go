@@ -15,7 +15,7 @@ func TestScoreEstimates(t *testing.T) {
 		{Earliest: at(5), Latest: at(5), Start: at(5)},    // exact: width 0, score 0
 	}
 	sc := ScoreEstimates(outs, time.Minute)
-	if sc.N != 5 || sc.Inside != 3 || sc.Coverage != 0.6 {
+	if sc.N != 5 || sc.Inside != 3 || sc.Coverage != 0.6 || sc.InsideExactly != 3 || sc.CoverageExactly != 0.6 {
 		t.Errorf("coverage: %+v; want 3 of 5", sc)
 	}
 	// Scores 10, 110, 60, 10, 0: mean 38 minutes.
@@ -28,8 +28,8 @@ func TestScoreEstimates(t *testing.T) {
 	}
 	// Within the tolerance counts as inside but still scores the miss.
 	tol := ScoreEstimates([]EstimateOutcome{{Earliest: at(10), Latest: at(20), Start: at(20).Add(30 * time.Second)}}, time.Minute)
-	if tol.Inside != 1 || tol.IntervalScore != 15*time.Minute {
-		t.Errorf("tolerance: %+v; want inside, score 10m + 10·30s", tol)
+	if tol.Inside != 1 || tol.InsideExactly != 0 || tol.CoverageExactly != 0 || tol.IntervalScore != 15*time.Minute {
+		t.Errorf("tolerance: %+v; want inside (not exactly), score 10m + 10·30s", tol)
 	}
 	if z := ScoreEstimates(nil, 0); z != (EstimateScore{}) {
 		t.Errorf("no outcomes: %+v", z)

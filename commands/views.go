@@ -483,8 +483,8 @@ func (s *Service) calibration(c *call, from time.Time, team string) string {
 		outcomes = append(outcomes, allocator.EstimateOutcome{Earliest: r.FirstEstimate.Earliest, Latest: r.FirstEstimate.Latest, Start: r.AdmittedAt})
 	}
 	sc := allocator.ScoreEstimates(outcomes, time.Minute)
-	return fmt.Sprintf("Estimate accuracy: %d of %d queued requests started inside their first posted range (%.0f%%, aiming at %.0f%%); "+
+	return fmt.Sprintf("Estimate accuracy: %d of %d queued requests started inside their first posted range, give or take a minute (%.0f%%, aiming at %.0f%%; %.0f%% exactly); "+
 		"median range %s, median error %s (90%% within %s); interval score %s (the range's width plus %.0f× how far outside it the start fell; lower is better).",
-		sc.Inside, sc.N, 100*sc.Coverage, 100*(1-allocator.IntervalAlpha), fmtDuration(sc.MedianWidth), fmtDuration(sc.MedianAbsError),
+		sc.Inside, sc.N, 100*sc.Coverage, 100*(1-allocator.IntervalAlpha), 100*sc.CoverageExactly, fmtDuration(sc.MedianWidth), fmtDuration(sc.MedianAbsError),
 		fmtDuration(sc.P90AbsError), fmtDuration(sc.IntervalScore), 2/allocator.IntervalAlpha)
 }

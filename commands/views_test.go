@@ -210,11 +210,11 @@ func TestCalibration(t *testing.T) {
 	e.advance(2 * time.Hour)
 
 	// Interval scores: r2 its width, 1h; r4 2h + 10 × 1h early = 12h.
-	check(t, e.do("alice", "usage"), want{"sender", "Estimate accuracy: 1 of 2 queued requests started inside their first posted range (50%, aiming at 80%); " +
+	check(t, e.do("alice", "usage"), want{"sender", "Estimate accuracy: 1 of 2 queued requests started inside their first posted range, give or take a minute (50%, aiming at 80%; 50% exactly); " +
 		"median range 1h, median error 30m (90% within 2h); interval score 6h30m (the range's width plus 10× how far outside it the start fell; lower is better)."})
-	check(t, e.do("alice", "usage nlp"), want{"sender", "Estimate accuracy: 1 of 1 queued requests started inside their first posted range (100%, aiming at 80%); " +
+	check(t, e.do("alice", "usage nlp"), want{"sender", "Estimate accuracy: 1 of 1 queued requests started inside their first posted range, give or take a minute (100%, aiming at 80%; 100% exactly); " +
 		"median range 1h, median error 30m (90% within 30m); interval score 1h (the range's width plus 10× how far outside it the start fell; lower is better)."})
-	check(t, e.do("alice", "usage vision"), want{"sender", "Estimate accuracy: 0 of 1 queued requests started inside their first posted range (0%, aiming at 80%); " +
+	check(t, e.do("alice", "usage vision"), want{"sender", "Estimate accuracy: 0 of 1 queued requests started inside their first posted range, give or take a minute (0%, aiming at 80%; 0% exactly); " +
 		"median range 2h, median error 2h (90% within 2h); interval score 12h (the range's width plus 10× how far outside it the start fell; lower is better)."})
 
 	fresh := newEnv(t, parse(t, small))

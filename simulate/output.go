@@ -81,14 +81,14 @@ func replayCSVs(rep *Report, files map[string][]byte) {
 	prios := replayPriorities(rep)
 	sum := [][]string{{"run", "policy", "capacity", "jobs", "mean_wait_s", "p50_wait_s", "p95_wait_s", "max_wait_s", "never_started",
 		"high_waited_over_1h", "utilisation", "utilisation_to_end", "frag_pct_all", "frag_pct_free", "jain", "preemptions",
-		"lost_gpu_hours", "estimates", "estimates_inside_share", "estimate_median_abs_err_s", "estimate_p90_abs_err_s", "estimate_median_width_s", "estimate_interval_score_s"}}
+		"lost_gpu_hours", "estimates", "estimates_inside_share", "estimate_median_abs_err_s", "estimate_p90_abs_err_s", "estimate_median_width_s", "estimate_interval_score_s", "estimates_inside_exactly_share"}}
 	waits := [][]string{{"run", "priority", "jobs", "never_started", "mean_s", "p50_s", "p95_s", "max_s"}}
 	for _, r := range rep.Runs {
 		a, c := r.AllWaits, r.Calibration
 		sum = append(sum, []string{r.Name, r.Policy, r.Capacity, strconv.Itoa(a.Jobs), f4(a.Mean), f4(a.P50), f4(a.P95), f4(a.Max),
 			strconv.Itoa(a.NeverStarted), f4(r.Starvation), f4(r.Utilisation), f4(r.UtilisationToEnd), f4(r.FragPctAll),
 			f4(r.FragPctFree), f4(r.Jain), strconv.Itoa(r.Preemptions), f4(r.LostGPUHours), strconv.Itoa(c.Estimated),
-			f4(c.InsideShare), f4(c.MedianAbsErr), f4(c.P90AbsErr), f4(c.MedianWidth), f4(c.IntervalScore)})
+			f4(c.InsideShare), f4(c.MedianAbsErr), f4(c.P90AbsErr), f4(c.MedianWidth), f4(c.IntervalScore), f4(c.InsideExactlyShare)})
 		for _, p := range prios {
 			w, ok := r.Waits[p]
 			if !ok {

@@ -116,9 +116,12 @@ type Calibration struct {
 	Known     int `json:"known"`
 	Started   int `json:"started"`
 	// Inside counts starts within the range, give or take a minute (the
-	// card shows minutes); InsideShare = Inside/Started.
-	Inside      int     `json:"inside"`
-	InsideShare float64 `json:"insideShare"`
+	// card shows minutes); InsideShare = Inside/Started. InsideExactly
+	// and its share count them without the minute.
+	Inside             int     `json:"inside"`
+	InsideShare        float64 `json:"insideShare"`
+	InsideExactly      int     `json:"insideExactly"`
+	InsideExactlyShare float64 `json:"insideExactlyShare"`
 	// Absolute error of the range's middle, in seconds.
 	MedianAbsErr float64 `json:"medianAbsErrorSeconds"`
 	P90AbsErr    float64 `json:"p90AbsErrorSeconds"`
@@ -279,6 +282,7 @@ func (e *engine) finish() {
 	if len(outcomes) > 0 {
 		sc := allocator.ScoreEstimates(outcomes, calibrationTolerance)
 		cal.Started, cal.Inside, cal.InsideShare = sc.N, sc.Inside, sc.Coverage
+		cal.InsideExactly, cal.InsideExactlyShare = sc.InsideExactly, sc.CoverageExactly
 		cal.MedianAbsErr, cal.P90AbsErr = sc.MedianAbsError.Seconds(), sc.P90AbsError.Seconds()
 		cal.MedianWidth, cal.IntervalScore = sc.MedianWidth.Seconds(), sc.IntervalScore.Seconds()
 	}

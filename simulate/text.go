@@ -113,18 +113,18 @@ func writeReplayText(b *strings.Builder, rep *Report) {
 		" started first; weighted by how long it waited)\n\n")
 
 	tw = tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
-	fmt.Fprint(tw, "Estimates\tposted\tstart inside the range\tmedian width\tmedian |error|\tp90 |error|\tinterval score\n")
+	fmt.Fprint(tw, "Estimates\tposted\tstart inside the range\texactly\tmedian width\tmedian |error|\tp90 |error|\tinterval score\n")
 	for _, r := range rep.Runs {
 		c := r.Calibration
 		if c.Stride == 0 {
-			fmt.Fprintf(tw, "%s\toff\t\t\t\t\t\n", r.Name)
+			fmt.Fprintf(tw, "%s\toff\t\t\t\t\t\t\n", r.Name)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s of %d\t%s\t%s\t%s\t%s\n", r.Name, c.Estimated, pct(c.InsideShare), c.Started,
+		fmt.Fprintf(tw, "%s\t%d\t%s of %d\t%s\t%s\t%s\t%s\t%s\n", r.Name, c.Estimated, pct(c.InsideShare), c.Started, pct(c.InsideExactlyShare),
 			fmtSeconds(c.MedianWidth), fmtSeconds(c.MedianAbsErr), fmtSeconds(c.P90AbsErr), fmtSeconds(c.IntervalScore))
 	}
 	tw.Flush()
-	b.WriteString("(inside: give or take a minute; interval score: width + 10 × how far outside the range the start fell, mean, lower is better)\n")
+	b.WriteString("(inside: give or take a minute, as the card shows minutes; exactly: without the minute; interval score: width + 10 × how far outside the range the start fell, mean, lower is better)\n")
 	if len(rep.Runs) > 0 && rep.Runs[0].Calibration.Stride > 1 {
 		fmt.Fprintf(b, "(every %d%s job in arrival order was sampled; an estimate is posted only for a job that waits)\n",
 			rep.Runs[0].Calibration.Stride, ordinalSuffix(rep.Runs[0].Calibration.Stride))
