@@ -94,7 +94,7 @@ func TestReplayWaitsByHand(t *testing.T) {
 	// (j1 could end at once). Both start at 1h: inside, 15m from the
 	// middle.
 	// Widths 30m, both inside: the interval score is the width.
-	wantCal := Calibration{Stride: 1, Estimated: 2, Known: 2, Started: 2, Inside: 2, InsideShare: 1, MedianAbsErr: 900, P90AbsErr: 900,
+	wantCal := Calibration{Stride: 1, Estimated: 2, Known: 2, Started: 2, Inside: 2, InsideShare: 1, InsideExactly: 2, InsideExactlyShare: 1, MedianAbsErr: 900, P90AbsErr: 900,
 		MedianWidth: 1800, IntervalScore: 1800}
 	if diff := cmp.Diff(wantCal, r.Calibration); diff != "" {
 		t.Errorf("calibration (-want +got):\n%s", diff)
