@@ -19,12 +19,15 @@ func TestArrivalDelay(t *testing.T) {
 		"none":                   {arrivalLoad{}, w, 0},
 		"steady half":            {arrivalLoad{rho: 0.5}, w, 2 * time.Hour},
 		"steady near 1, capped":  {arrivalLoad{rho: 0.95}, w, capped},
-		"over 1, for ever":       {arrivalLoad{rho: 3}, w, capped},
+		"over 1, for ever":       {arrivalLoad{rho: 3, held: 3}, w, capped},
 		"half, for half an hour": {arrivalLoad{rho: 0.5, over: 30 * time.Minute}, w, 15 * time.Minute},
 		"half, for a day":        {arrivalLoad{rho: 0.5, over: 24 * time.Hour}, w, 2 * time.Hour},
-		"burst of 90s":           {arrivalLoad{rho: 3, over: 90 * time.Second}, time.Second, 90 * time.Second},
-		"burst of exactly all":   {arrivalLoad{rho: 1, over: time.Hour}, time.Second, time.Hour},
-		"no wait":                {arrivalLoad{rho: 3, over: time.Hour}, 0, 0},
+		"burst of 90s":           {arrivalLoad{rho: 3, held: 3, over: 90 * time.Second, heldOver: 90 * time.Second}, time.Second, 90 * time.Second},
+		"burst of exactly all":   {arrivalLoad{rho: 1, held: 1, over: time.Hour, heldOver: time.Hour}, time.Second, time.Hour},
+		// Smaller work backfilling gaps: a burst of it only stretches.
+		"burst of smaller work": {arrivalLoad{rho: 3, over: 90 * time.Second}, time.Second,
+			capped / 7200},
+		"no wait": {arrivalLoad{rho: 3, held: 3, over: time.Hour, heldOver: time.Hour}, 0, 0},
 	} {
 		if got := arrivalDelay(tc.w, tc.a); absDuration(got-tc.want) > time.Millisecond {
 			t.Errorf("%s: arrivalDelay(%v, %+v) = %v; want %v", name, tc.w, tc.a, got, tc.want)
@@ -60,6 +63,7 @@ func TestArrivalsFlavorSizeAndBurst(t *testing.T) {
 	lower := func(size int) []ArrivalRate {
 		return []ArrivalRate{{Queue: "a", Priority: 0, Flavor: "h100", Size: size, GPUs: 4}}
 	}
+	capped := time.Duration(float64(2*time.Hour) / (1 - MaxArrivalShare))
 	for name, tc := range map[string]struct {
 		mode     Mode
 		arrivals []ArrivalRate
@@ -74,10 +78,13 @@ func TestArrivalsFlavorSizeAndBurst(t *testing.T) {
 		"lower, size unknown":            {"", lower(0), 2 * time.Hour},
 		"higher, for half an hour":       {"", higher("h100", 8, 4, 30*time.Minute), 2*time.Hour + 15*time.Minute},
 		"burst above the GPUs, 90m":      {"", higher("h100", 8, 100, 90*time.Minute), 3*time.Hour + 30*time.Minute},
-		"burst above the GPUs, for ever": {"", higher("h100", 8, 100, 0), time.Duration(float64(2*time.Hour) / (1 - MaxArrivalShare))},
-		"fcfs, higher as large":          {FirstComeFirstServed, higher("h100", 8, 4, 0), 2 * time.Hour},
-		"fcfs, higher smaller":           {FirstComeFirstServed, higher("h100", 2, 4, 0), 4 * time.Hour},
-		"fcfs, lower smaller":            {FirstComeFirstServed, lower(2), 4 * time.Hour},
+		"burst above the GPUs, for ever": {"", higher("h100", 8, 100, 0), capped},
+		"burst above the GPUs, a day":    {"", higher("h100", 8, 100, 24*time.Hour), 26 * time.Hour},
+		"smaller work above the GPUs, a day": {"", []ArrivalRate{{Queue: "a", Priority: 0, Flavor: "h100", Size: 2, GPUs: 100, Over: 24 * time.Hour}},
+			capped},
+		"fcfs, higher as large": {FirstComeFirstServed, higher("h100", 8, 4, 0), 2 * time.Hour},
+		"fcfs, higher smaller":  {FirstComeFirstServed, higher("h100", 2, 4, 0), 4 * time.Hour},
+		"fcfs, lower smaller":   {FirstComeFirstServed, lower(2), 4 * time.Hour},
 	} {
 		s := build(tc.mode)
 		o := base

@@ -322,7 +322,11 @@
 //   - Estimates' simulations take no new work: arrivals only stretch
 //     Latest afterwards, by 1/(1−ρ) with ρ the load of the work that
 //     would go first over the workload's flavors' GPUs (at most
-//     MaxArrivalShare), not by simulating them. Runtimes are the factor
+//     MaxArrivalShare) for no longer than that work has been arriving,
+//     or by that time if work going first by order asks for more than
+//     the GPUs (EstimateOptions.Arrivals), not by simulating them. The
+//     load is in GPU-hours per hour: a burst of long runs counts as
+//     more than the cluster even where most of it fits at once. Runtimes are the factor
 //     times the requested Duration, ends rounded up onto the grid (so a
 //     start can be late by up to a Step, or 1/32 of how far ahead it
 //     is, per end it waits for); a workload with Duration 0 never ends

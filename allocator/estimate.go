@@ -27,21 +27,23 @@ type EstimateOptions struct {
 	// precedence over the queue's.
 	Workloads map[string]Range
 	// Arrivals is the load of work yet to arrive (LearnArrivals). While
-	// a workload waits, arriving work that goes before it (of a higher
-	// priority; in FairSharing mode also of its priority from a queue
-	// whose share is lower than its queue's now) delays it: with ρ the
-	// load of that work on the workload's flavors over their GPUs (work
-	// asking for one of them counts there in full, work asking for none
-	// in particular as its share of the cluster's GPUs; work asking for
-	// another flavor not at all) and B
-	// the longest its rates have been arriving (ArrivalRate.Over), its
-	// wait W (Latest − Now) becomes W + min(ρ/(1−ρ)·W, min(ρ, 1)·B).
-	// The first is the wait of a queue that keeps getting work going
-	// first at that rate (the cluster's share left to it, 1−ρ); the
-	// second that work arriving for as long again as it has so far and
-	// then stopping, all of it served first: a burst above the cluster
-	// (ρ ≥ 1) holds the workload back until it is over, a steady load
-	// for no longer than it lasts. Nil means none arrives.
+	// a workload waits, arriving work that goes before it delays it: by
+	// order, work of a higher priority (not under FirstComeFirstServed)
+	// and, in FairSharing mode, of its priority from a queue whose share
+	// is lower than its queue's now; and, backfilling the gaps it cannot
+	// use, work asking for fewer GPUs (ArrivalRate.Size), whatever its
+	// priority. Work asking for one of the workload's flavors counts
+	// over their GPUs, work asking for none in particular as its share
+	// of the cluster's GPUs, work asking for another flavor not at all.
+	// With ρ that load over the GPUs, capped at MaxArrivalShare, and B
+	// the longest it has been arriving (ArrivalRate.Over), the wait W
+	// (Latest − Now) becomes W + min(ρ/(1−ρ)·W, min(ρ, 1)·B): the wait
+	// of a queue that keeps getting work going first at that rate (1−ρ
+	// of the GPUs left to it), but for no longer than that work has been
+	// arriving. If the work going first by order alone asks for more
+	// than the GPUs (its ρ ≥ 1, uncapped), it is a burst that holds the
+	// workload back until it is over: taken to last as long again as it
+	// has so far, the wait becomes W + B. Nil means none arrives.
 	Arrivals []ArrivalRate
 	// Horizon stops the simulation at Now+Horizon; 0 means DefaultHorizon.
 	Horizon time.Duration
@@ -223,10 +225,12 @@ func (s *Snapshot) estimate(slot int32, low, high simStart, end time.Time, ahead
 
 // arrivalLoad is what of arrivals goes before slot's workload: its load
 // over the workload's flavors' GPUs (rho) and the longest it has been
-// arriving (over; 0: for ever).
+// arriving (over; 0: for ever); held and heldOver the same of the part
+// that goes first by order (priority, fair share) rather than by
+// backfilling gaps the workload cannot use.
 type arrivalLoad struct {
-	rho  float64
-	over time.Duration
+	rho, held      float64
+	over, heldOver time.Duration
 }
 
 // arrivalDelay is how much later than w a wait of w ends under the
@@ -240,19 +244,18 @@ func arrivalDelay(w time.Duration, a arrivalLoad) time.Duration {
 	if a.over <= 0 {
 		return time.Duration(steady)
 	}
-	burst := min(a.rho, 1) * float64(a.over)
-	if a.rho >= 1 {
-		return time.Duration(burst)
+	if a.held >= 1 && a.heldOver > 0 {
+		return a.heldOver
 	}
-	return time.Duration(min(steady, burst))
+	return time.Duration(min(steady, min(a.rho, 1)*float64(a.over)))
 }
 
 // MaxArrivalShare caps the share of the GPUs that a steady load of
 // arriving work going first is taken to claim (EstimateOptions.Arrivals):
 // a wait is stretched by at most 1/(1−MaxArrivalShare), about 6.7 times,
 // where 1/(1−ρ) would grow without bound as ρ nears 1. (Chosen on the
-// simulator's traces, see BENCHMARKS.md.) A load of more than the GPUs
-// is a burst instead, waited out.
+// simulator's traces, see BENCHMARKS.md.) Work going first by order
+// that asks for more than the GPUs is a burst instead, waited out.
 const MaxArrivalShare = 0.85
 
 // arrivalLoad is the load of the arrivals that go before slot's
@@ -275,9 +278,9 @@ func (s *Snapshot) arrivalLoad(slot int32, arrivals []ArrivalRate) arrivalLoad {
 	if gpus == 0 {
 		return arrivalLoad{}
 	}
-	rho := 0.0
-	var over time.Duration
-	forever := false
+	var rho, held float64
+	var over, heldOver time.Duration
+	forever, heldForever := false, false
 	for _, a := range arrivals {
 		if !(a.GPUs > 0) || math.IsInf(a.GPUs, 0) {
 			continue
@@ -288,22 +291,27 @@ func (s *Snapshot) arrivalLoad(slot int32, arrivals []ArrivalRate) arrivalLoad {
 				before = true
 			}
 		}
-		if !before && a.Size > 0 && a.Size < x.w.GPUs {
-			before = true
-		}
-		if !before {
+		gap := !before && a.Size > 0 && a.Size < x.w.GPUs
+		if !before && !gap {
 			continue
 		}
+		var r float64
 		switch f, ok := s.ix.flavorIdx[a.Flavor]; {
 		case a.Flavor == "" && all > 0:
-			rho += a.GPUs / float64(all)
+			r = a.GPUs / float64(all)
 		case ok && slices.ContainsFunc(s.classes[x.cls].cands, func(c cand) bool { return int(c.f) == f }):
-			rho += a.GPUs / float64(gpus)
+			r = a.GPUs / float64(gpus)
 		default:
 			continue
 		}
+		rho += r
 		forever = forever || a.Over <= 0
 		over = max(over, a.Over)
+		if before {
+			held += r
+			heldForever = heldForever || a.Over <= 0
+			heldOver = max(heldOver, a.Over)
+		}
 	}
 	if rho <= 0 {
 		return arrivalLoad{}
@@ -311,7 +319,10 @@ func (s *Snapshot) arrivalLoad(slot int32, arrivals []ArrivalRate) arrivalLoad {
 	if forever {
 		over = 0
 	}
-	return arrivalLoad{rho: rho, over: over}
+	if heldForever {
+		heldOver = 0
+	}
+	return arrivalLoad{rho: rho, held: held, over: over, heldOver: heldOver}
 }
 
 func horizon(opts EstimateOptions) time.Duration {
