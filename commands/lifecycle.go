@@ -454,7 +454,8 @@ func EstimateInput(r records.Request, now time.Time) bool {
 // request in reqs (a running one among the runs at least as long as it
 // has run so far) and, per team, to workloads without a request
 // (seeded); and, if prio (priority names to values) is not nil, the load
-// of the last day's requests per team and priority. With no Learnable
+// of the last day's requests per team, priority, flavor asked for and
+// size, with how long each has been arriving. With no Learnable
 // request, runtimes are DefaultRange's.
 func EstimateOptions(reqs []records.Request, now time.Time, horizon time.Duration, prio map[string]int32) allocator.EstimateOptions {
 	opts := allocator.EstimateOptions{Horizon: horizon}

@@ -135,9 +135,10 @@
 //     (allocator.LearnRuntimes per team and template, the requested
 //     duration standing for the template, which traces lack; a running
 //     job's among the runs at least as long) and the last day's arrival
-//     load per team and priority (allocator.LearnArrivals). At the job's
-//     start (allocator.ScoreEstimates): was it inside the range, give or
-//     take a minute (the card shows minutes), the range's median width,
+//     load per team, priority, flavor and size (allocator.LearnArrivals).
+//     At the job's start (allocator.ScoreEstimates): was it inside the
+//     range, give or take a minute (the card shows minutes; also
+//     counted exactly, without the minute), the range's median width,
 //     how far the start was from its middle (median, p90), and the mean
 //     interval score (width + 10 × how far outside). Estimating is a
 //     simulation of its own, so only every k-th job in arrival order is
