@@ -323,8 +323,8 @@
 //     Latest afterwards, by 1/(1−ρ) with ρ the load of the work that
 //     would go first over the workload's flavors' GPUs (at most
 //     MaxArrivalShare) for no longer than that work has been arriving,
-//     or by that time if higher-priority work asks for more than the
-//     GPUs (EstimateOptions.Arrivals), not by simulating them. The
+//     or by that time if work going first by order asks for more than
+//     the GPUs (EstimateOptions.Arrivals), not by simulating them. The
 //     load is in GPU-hours per hour: a burst of long runs counts as
 //     more than the cluster even where most of it fits at once. Runtimes are the factor
 //     times the requested Duration, ends rounded up onto the grid (so a

@@ -40,13 +40,10 @@ type EstimateOptions struct {
 	// (Latest − Now) becomes W + min(ρ/(1−ρ)·W, min(ρ, 1)·B): the wait
 	// of a queue that keeps getting work going first at that rate (1−ρ
 	// of the GPUs left to it), but for no longer than that work has been
-	// arriving. If the work of a higher priority alone asks for more
+	// arriving. If the work going first by order alone asks for more
 	// than the GPUs (its ρ ≥ 1, uncapped), it is a burst that holds the
 	// workload back until it is over: taken to last as long again as it
-	// has so far (its own B), the wait becomes W + B. (Work going first
-	// by fair share does not hold it back so: its share rises as it is
-	// admitted; nor smaller work, which only fills gaps.) Nil means none
-	// arrives.
+	// has so far, the wait becomes W + B. Nil means none arrives.
 	Arrivals []ArrivalRate
 	// Horizon stops the simulation at Now+Horizon; 0 means DefaultHorizon.
 	Horizon time.Duration
@@ -229,8 +226,8 @@ func (s *Snapshot) estimate(slot int32, low, high simStart, end time.Time, ahead
 // arrivalLoad is what of arrivals goes before slot's workload: its load
 // over the workload's flavors' GPUs (rho) and the longest it has been
 // arriving (over; 0: for ever); held and heldOver the same of the part
-// of a higher priority (not fair share, not backfilling gaps the
-// workload cannot use).
+// that goes first by order (priority, fair share) rather than by
+// backfilling gaps the workload cannot use.
 type arrivalLoad struct {
 	rho, held      float64
 	over, heldOver time.Duration
@@ -257,8 +254,8 @@ func arrivalDelay(w time.Duration, a arrivalLoad) time.Duration {
 // arriving work going first is taken to claim (EstimateOptions.Arrivals):
 // a wait is stretched by at most 1/(1−MaxArrivalShare), about 6.7 times,
 // where 1/(1−ρ) would grow without bound as ρ nears 1. (Chosen on the
-// simulator's traces, see BENCHMARKS.md.) Higher-priority work that
-// asks for more than the GPUs is a burst instead, waited out.
+// simulator's traces, see BENCHMARKS.md.) Work going first by order
+// that asks for more than the GPUs is a burst instead, waited out.
 const MaxArrivalShare = 0.85
 
 // arrivalLoad is the load of the arrivals that go before slot's
@@ -288,8 +285,7 @@ func (s *Snapshot) arrivalLoad(slot int32, arrivals []ArrivalRate) arrivalLoad {
 		if !(a.GPUs > 0) || math.IsInf(a.GPUs, 0) {
 			continue
 		}
-		higher := a.Priority > x.w.Priority && !s.ix.fcfs
-		before := higher
+		before := a.Priority > x.w.Priority && !s.ix.fcfs
 		if !before && s.ix.fair && a.Priority == x.w.Priority {
 			if q, ok := s.ix.queueIdx[a.Queue]; ok && q != int(x.q) && s.share(q) < mine {
 				before = true
@@ -311,7 +307,7 @@ func (s *Snapshot) arrivalLoad(slot int32, arrivals []ArrivalRate) arrivalLoad {
 		rho += r
 		forever = forever || a.Over <= 0
 		over = max(over, a.Over)
-		if higher {
+		if before {
 			held += r
 			heldForever = heldForever || a.Over <= 0
 			heldOver = max(heldOver, a.Over)
