@@ -191,6 +191,7 @@ func Packing(s PackingSetup) (*Report, error) {
 		podType = append(podType, k)
 	}
 	meas, millis := measureTypes(types, podType)
+	artTypes, artMillis := artifactTypes(s.Trace.Jobs, modelIdx, frac, s.IgnoreCPU)
 	res := &PackingResult{Placements: places, Fractional: string(frac), Resources: "gpu", Curves: map[string][]PackingPoint{}, PerSeed: map[string][][]PackingPoint{}}
 	if !s.IgnoreCPU {
 		res.Resources += ",cpu"
@@ -231,7 +232,12 @@ func Packing(s PackingSetup) (*Report, error) {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			seed := res.Seeds[t.seed]
-			pk := newPacker(sorted, modelIdx, types, meas, millis, t.place, seed)
+			// Every run has its own measures (they hold scratch space).
+			var dec *measure
+			if t.place == "fgd-scored" {
+				dec = newMeasure(artTypes, artMillis)
+			}
+			pk := newPacker(sorted, modelIdx, types, newMeasure(meas, millis), dec, t.place, seed)
 			order := make([]int, len(podType))
 			for i := range order {
 				order[i] = i

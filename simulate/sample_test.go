@@ -270,7 +270,7 @@ func testPacker(nodes []Node, jobs []Job, place string) (*packer, []int) {
 		podType = append(podType, k)
 	}
 	meas, millis := measureTypes(types, podType)
-	return newPacker(nodes, modelIdx, types, meas, millis, place, 1), podType
+	return newPacker(nodes, modelIdx, types, newMeasure(meas, millis), nil, place, 1), podType
 }
 
 // TestPackingSample runs the packing mode on the openb sample: every
