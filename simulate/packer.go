@@ -45,6 +45,7 @@ func newMeasure(types []mtype, millis []int32) *measure {
 // pnode is one node in the packer.
 type pnode struct {
 	name     string
+	rank     int // fgd-scored's tie-break: the lower rank wins
 	model    int
 	free     []int32 // per GPU, thousandths
 	cpu, mem int64   // free
@@ -97,6 +98,16 @@ func newPacker(nodes []Node, modelIdx map[string]int, types []ptype, meas, dec *
 		pk.frag += pn.frag
 		pk.cap += float64(n.GPUs)
 		pk.nodes = append(pk.nodes, pn)
+	}
+	if policy == "fgd-scored" {
+		// The artifact's simulator creates its nodes under new names, a
+		// number from a seeded random permutation of the nodes (in name
+		// order) before the name (pkg/simulator/simulator.go,
+		// syncClusterResourceList): its selectHost's "first by name" is
+		// a random node order drawn once per run.
+		for i, r := range rand.New(rand.NewPCG(seed, 0x4a3e)).Perm(len(pk.nodes)) {
+			pk.nodes[i].rank = r
+		}
 	}
 	return pk
 }
@@ -301,15 +312,17 @@ func (pk *packer) place(k int) bool {
 	case "fgd-scored":
 		// As a Kubernetes score plugin in the FGD artifact's scheduler: an
 		// integer score 0–100 from a sigmoid of the fragmentation's
-		// decrease, in GPUs; its selectHost takes the best score and, among
-		// equal scores, the node whose name sorts first.
+		// decrease, in GPUs, by the artifact's typical task types; its
+		// selectHost takes the best score and, among equal scores, the
+		// node whose name sorts first, which is the node of lowest rank
+		// (see newPacker).
 		for _, n := range pk.nodes {
 			if !fits(t, n) {
 				continue
 			}
 			d, g := pk.delta(n, k)
 			score := fgdScore(d)
-			if best == nil || score < bestD || (score == bestD && n.name < best.name) {
+			if best == nil || score < bestD || (score == bestD && n.rank < best.rank) {
 				best, bestD, bestG = n, score, g
 			}
 		}
