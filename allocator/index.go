@@ -54,8 +54,10 @@ type index struct {
 	cohorts   []cohortInfo
 	fair      bool // FairSharing: order by the queues' shares
 	fcfs      bool // FirstComeFirstServed: ignore priority, never preempt
-	placement placeKind
-	seed      uint64
+	// noFailMemo turns the failure memo off (tests compare against it).
+	noFailMemo bool
+	placement  placeKind
+	seed       uint64
 	// tree is the cohort tree with every quota (tree.go).
 	tree *quotaTree
 	// fs is Kueue's Fair Sharing's preemption strategies; nil is off.

@@ -38,6 +38,7 @@ type cycleState struct {
 	one      bool
 	cur      orderKey
 	deferred []int32 // one head a cycle: victims, pending again at the end
+	memo     []failMemo // one head a cycle: per class, its last failure (failmemo.go)
 }
 
 type fentry struct {
@@ -118,8 +119,27 @@ func (s *Snapshot) schedule(emit sink) {
 			break
 		}
 		// 2. Nominate.
+		if one && len(cy.memo) < len(s.classes) {
+			cy.memo = append(cy.memo, make([]failMemo, len(s.classes)-len(cy.memo))...)
+		}
 		for i := range heads {
-			heads[i].n = s.nominateFast(s.head(cy, heads[i].c))
+			slot := s.head(cy, heads[i].c)
+			if !one || s.ix.noFailMemo {
+				heads[i].n = s.nominateFast(slot)
+				continue
+			}
+			cl, m, x := &s.classes[heads[i].c], &cy.memo[heads[i].c], &s.ws[slot]
+			if s.memoFails(m, cl, int(x.q), &x.w) {
+				heads[i].n = nomination{slot: slot, ci: -1}
+				continue
+			}
+			n := s.nominateFast(slot)
+			if n.noFit() || (!n.fit && len(n.targets) == 0) {
+				s.memoFailure(m, cl, int(x.q), &x.w)
+			} else {
+				m.ok = false
+			}
+			heads[i].n = n
 		}
 		// 3. Order.
 		if !one && len(heads) > 1 {
