@@ -37,7 +37,7 @@ type cycleState struct {
 	// one head a cycle, in the global order; cur is the last one's place.
 	one      bool
 	cur      orderKey
-	deferred []int32 // one head a cycle: victims, pending again at the end
+	deferred []int32    // one head a cycle: victims, pending again at the end
 	memo     []failMemo // one head a cycle: per class, its last failure (failmemo.go)
 }
 
