@@ -161,7 +161,7 @@ func checkInvariants(t testing.TB, s *Snapshot) {
 	// Orders.
 	for c := range s.classes {
 		want := members[int32(c)]
-		slices.SortFunc(want, func(a, b int32) int { return s.staticCmp(&s.ws[a].w, &s.ws[b].w) })
+		slices.SortFunc(want, func(a, b int32) int { return s.staticCmp(&s.ws[a], &s.ws[b]) })
 		if diff := cmpDiff(idsOf(s, want), idsOf(s, s.classes[c].members)); diff != "" {
 			t.Errorf("class %+v members:\n%s", s.classes[c].key, diff)
 		}
@@ -175,7 +175,7 @@ func checkInvariants(t testing.TB, s *Snapshot) {
 				t.Errorf("admitted list %d/%d:\n%s", q, f, diff)
 			}
 			byCreated := slices.Clone(want)
-			slices.SortFunc(byCreated, func(a, b int32) int { return createdCmp(&s.ws[a].w, &s.ws[b].w) })
+			slices.SortFunc(byCreated, func(a, b int32) int { return createdCmp(&s.ws[a], &s.ws[b]) })
 			if diff := cmpDiff(idsOf(s, byCreated), idsOf(s, l.byCreated)); diff != "" {
 				t.Errorf("admitted list by Created %d/%d:\n%s", q, f, diff)
 			}

@@ -306,8 +306,8 @@ func (s *Snapshot) firstAfter(c int32, key *orderKey) int {
 	cl := &s.classes[c]
 	sh := s.share(int(cl.key.q))
 	i, _ := slices.BinarySearchFunc(cl.members, key, func(m int32, k *orderKey) int {
-		w := &s.ws[m].w
-		mk := orderKey{prio: s.oprio(w), share: sh, created: w.Created, id: w.ID}
+		x := &s.ws[m]
+		mk := orderKey{prio: s.oprio(&x.w), share: sh, crSec: x.crSec, crNs: x.crNs, id: x.w.ID}
 		if cmpKey(&mk, k) <= 0 {
 			return -1
 		}
@@ -322,7 +322,7 @@ func (s *Snapshot) head(cy *cycleState, c int32) int32 {
 }
 
 func (s *Snapshot) headLess(cy *cycleState, a, b int32) bool {
-	return s.staticCmp(&s.ws[s.head(cy, a)].w, &s.ws[s.head(cy, b)].w) < 0
+	return s.staticCmp(&s.ws[s.head(cy, a)], &s.ws[s.head(cy, b)]) < 0
 }
 
 func (s *Snapshot) siftDown(cy *cycleState, h []int32, i int) {

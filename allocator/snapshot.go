@@ -74,6 +74,8 @@ type wl struct {
 	nodes []int32 // global node id of each pod when admitted (immutable)
 	atSec int64   // Admission.At, for fast comparisons
 	atNs  int32
+	crSec int64 // w.Created, for fast comparisons (wall clock)
+	crNs  int32
 }
 
 // classKey groups pending workloads with identical requirements: they fit
@@ -462,14 +464,23 @@ func (s *Snapshot) classFor(q int, req resVec, topo Level, pin int, cands []cand
 
 // staticCmp orders pending workloads of one queue: priority descending
 // (not in FirstComeFirstServed mode), then Created, then ID.
-func (s *Snapshot) staticCmp(a, b *Workload) int {
-	if pa, pb := s.oprio(a), s.oprio(b); pa != pb {
+func (s *Snapshot) staticCmp(a, b *wl) int {
+	if pa, pb := s.oprio(&a.w), s.oprio(&b.w); pa != pb {
 		return cmp.Compare(pb, pa)
 	}
-	if c := a.Created.Compare(b.Created); c != 0 {
+	if c := cmpCreated(a, b); c != 0 {
 		return c
 	}
-	return strings.Compare(a.ID, b.ID)
+	return strings.Compare(a.w.ID, b.w.ID)
+}
+
+// cmpCreated compares the Created of a and b (the wall clock, as the
+// integers kept for it).
+func cmpCreated(a, b *wl) int {
+	if a.crSec != b.crSec {
+		return cmp.Compare(a.crSec, b.crSec)
+	}
+	return cmp.Compare(a.crNs, b.crNs)
 }
 
 // victimCmp orders admitted workloads as preemption candidates: lower
@@ -488,27 +499,27 @@ func victimCmp(a, b *wl) int {
 }
 
 // createdCmp orders workloads by priority, Created and ID.
-func createdCmp(a, b *Workload) int {
-	if a.Priority != b.Priority {
-		return cmp.Compare(a.Priority, b.Priority)
+func createdCmp(a, b *wl) int {
+	if a.w.Priority != b.w.Priority {
+		return cmp.Compare(a.w.Priority, b.w.Priority)
 	}
-	if c := a.Created.Compare(b.Created); c != 0 {
+	if c := cmpCreated(a, b); c != 0 {
 		return c
 	}
-	return strings.Compare(a.ID, b.ID)
+	return strings.Compare(a.w.ID, b.w.ID)
 }
 
 func (s *Snapshot) insertMember(c int32, slot int32) {
 	cl := &s.classes[c]
-	w := &s.ws[slot].w
-	i, _ := slices.BinarySearchFunc(cl.members, slot, func(m, _ int32) int { return s.staticCmp(&s.ws[m].w, w) })
+	x := &s.ws[slot]
+	i, _ := slices.BinarySearchFunc(cl.members, slot, func(m, _ int32) int { return s.staticCmp(&s.ws[m], x) })
 	cl.members = slices.Insert(cl.members, i, slot)
 }
 
 func (s *Snapshot) removeMember(c int32, slot int32) {
 	cl := &s.classes[c]
-	w := &s.ws[slot].w
-	i, ok := slices.BinarySearchFunc(cl.members, slot, func(m, _ int32) int { return s.staticCmp(&s.ws[m].w, w) })
+	x := &s.ws[slot]
+	i, ok := slices.BinarySearchFunc(cl.members, slot, func(m, _ int32) int { return s.staticCmp(&s.ws[m], x) })
 	if ok {
 		cl.members = slices.Delete(cl.members, i, i+1)
 	}
@@ -519,7 +530,7 @@ func (s *Snapshot) insertAdmitted(slot int32) {
 	l := &s.adm[x.q][x.fl]
 	i, _ := slices.BinarySearchFunc(l.slots, slot, func(m, _ int32) int { return victimCmp(&s.ws[m], x) })
 	l.slots = slices.Insert(l.slots, i, slot)
-	i, _ = slices.BinarySearchFunc(l.byCreated, slot, func(m, _ int32) int { return createdCmp(&s.ws[m].w, &x.w) })
+	i, _ = slices.BinarySearchFunc(l.byCreated, slot, func(m, _ int32) int { return createdCmp(&s.ws[m], x) })
 	l.byCreated = slices.Insert(l.byCreated, i, slot)
 	j, ok := slices.BinarySearchFunc(l.prio, x.w.Priority, func(p prioSum, t int32) int { return cmp.Compare(p.prio, t) })
 	if !ok {
@@ -536,7 +547,7 @@ func (s *Snapshot) removeAdmitted(slot int32) {
 	if ok {
 		l.slots = slices.Delete(l.slots, i, i+1)
 	}
-	i, ok = slices.BinarySearchFunc(l.byCreated, slot, func(m, _ int32) int { return createdCmp(&s.ws[m].w, &x.w) })
+	i, ok = slices.BinarySearchFunc(l.byCreated, slot, func(m, _ int32) int { return createdCmp(&s.ws[m], x) })
 	if ok {
 		l.byCreated = slices.Delete(l.byCreated, i, i+1)
 	}
