@@ -178,6 +178,17 @@ func (s *Snapshot) othersHaveCandidates(q, f int, p int32) bool {
 // scratch buffer, valid until the next call). s is unchanged.
 func (s *Snapshot) greedyFits(q, gpus int, topo Level, c cand, lists [][]int32, own []int32, place bool) ([]int32, bool) {
 	f, pods, k := int(c.f), int(c.pods), int(c.per)
+	// The preemptor must end within its nominal quota, and only its own
+	// candidates lower its usage: if all of them together are not
+	// enough, no point of the removal fits (most failing searches).
+	nominal := s.ix.queues[q].quota[f].nominal
+	ownGPUs := 0
+	for _, v := range own {
+		ownGPUs += s.ws[v].w.GPUs
+	}
+	if s.used[q][f]-ownGPUs+gpus > nominal {
+		return nil, false
+	}
 	sc := s.liftScratch()
 	defer s.unlift(sc)
 	if len(sc.u) != len(s.used) {
@@ -218,7 +229,6 @@ func (s *Snapshot) greedyFits(q, gpus int, topo Level, c cand, lists [][]int32, 
 			}
 		}()
 	}
-	nominal := s.ix.queues[q].quota[f].nominal
 	freed := 0
 	pos := sc.pos[:0]
 	for range lists {
