@@ -99,13 +99,24 @@ func (s *Snapshot) getTargets(slot int32, i int, place, reclaimOnly bool) []int3
 	own := sc.own[:0]
 	defer func() { sc.own = own[:0] }()
 	if qi.within != polNever && !reclaimOnly {
-		for _, v := range s.adm[q][f].slots {
-			w := &s.ws[v].w
-			if w.Priority > p {
-				break
+		// The queue's list is in victim order, lower priority first: the
+		// lower-priority candidates are a prefix, counted by the sums per
+		// priority, then the equal-priority run, created later only.
+		l := &s.adm[q][f]
+		lower, equal := 0, 0
+		for _, ps := range l.prio {
+			if ps.prio < p {
+				lower += ps.n
+			} else if ps.prio == p {
+				equal = ps.n
 			}
-			if w.Priority < p || (qi.within == polLowerOrNewerEqual && w.Created.After(x.w.Created)) {
-				own = append(own, v)
+		}
+		own = append(own, l.slots[:lower]...)
+		if qi.within == polLowerOrNewerEqual {
+			for _, v := range l.slots[lower : lower+equal] {
+				if s.ws[v].w.Created.After(x.w.Created) {
+					own = append(own, v)
+				}
 			}
 		}
 	}

@@ -147,10 +147,7 @@ func (s *Snapshot) reconcileShadow(sh *shadow) {
 			sign = 1
 			sh.lends[r] = true // so that isCand counts r's workloads
 		}
-		for _, v := range s.adm[r][f].slots {
-			if !s.isCand(sh, v) {
-				continue
-			}
+		for _, v := range s.reclaimable(sh, r, f) {
 			x := &s.ws[v]
 			sh.oth[r] += int(sign) * x.w.GPUs
 			for _, n := range x.nodes {
@@ -163,6 +160,24 @@ func (s *Snapshot) reconcileShadow(sh *shadow) {
 		}
 		sh.lends[r] = sign > 0
 	}
+}
+
+// reclaimable is the prefix of queue r's list on flavor f (r another
+// queue of sh's cohort, counted as borrowing) that isCand counts: all of
+// it under ReclaimWithinCohort Any, else its lower priorities (the list
+// is in victim order, lower priority first).
+func (s *Snapshot) reclaimable(sh *shadow, r, f int) []int32 {
+	l := &s.adm[r][f]
+	if s.ix.queues[sh.key.q].reclaim == polAny {
+		return l.slots
+	}
+	n := 0
+	for _, ps := range l.prio {
+		if ps.prio < sh.key.prio {
+			n += ps.n
+		}
+	}
+	return l.slots[:n]
 }
 
 // move records that node ni's free count with the candidates gone went
