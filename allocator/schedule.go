@@ -39,6 +39,16 @@ type cycleState struct {
 	cur      orderKey
 	deferred []int32    // one head a cycle: victims, pending again at the end
 	memo     []failMemo // one head a cycle: per class, its last failure (failmemo.go)
+	hk       []headKey  // per class in a heap: its head's order, as of its last move there
+}
+
+// headKey is a class's head's place in its queue's order (staticCmp):
+// the heaps compare these instead of reading the heads' slots.
+type headKey struct {
+	prio  int32 // oprio
+	crNs  int32
+	crSec int64
+	slot  int32
 }
 
 type fentry struct {
@@ -194,6 +204,7 @@ func (s *Snapshot) beginCycle() (*cycleState, bool) {
 	if len(cy.heaps) != len(s.ix.queues) {
 		cy.heaps = make([][]int32, len(s.ix.queues))
 	}
+	cy.hk = slices.Grow(cy.hk[:0], n)[:n]
 	return cy, s.fillHeaps(cy)
 }
 
@@ -207,6 +218,7 @@ func (s *Snapshot) fillHeaps(cy *cycleState) bool {
 		if !cy.dropped[c] && int(cy.cursor[c]) < len(s.classes[c].members) {
 			q := s.classes[c].key.q
 			cy.heaps[q] = append(cy.heaps[q], int32(c))
+			s.refreshHead(cy, int32(c))
 			pending = true
 		}
 	}
@@ -321,8 +333,29 @@ func (s *Snapshot) head(cy *cycleState, c int32) int32 {
 	return s.classes[c].members[cy.cursor[c]]
 }
 
+// refreshHead records class c's head's key, before c takes a new place
+// in its heap: a class's head changes only while it is out of its heap
+// or at its top (a victim goes back to its class after the cycle, one
+// head a cycle, or before the heaps are rebuilt, after a release).
+func (s *Snapshot) refreshHead(cy *cycleState, c int32) {
+	slot := s.head(cy, c)
+	x := &s.ws[slot]
+	cy.hk[c] = headKey{prio: s.oprio(&x.w), crNs: x.crNs, crSec: x.crSec, slot: slot}
+}
+
+// headLess is staticCmp(head of a, head of b) < 0 on the recorded keys.
 func (s *Snapshot) headLess(cy *cycleState, a, b int32) bool {
-	return s.staticCmp(&s.ws[s.head(cy, a)], &s.ws[s.head(cy, b)]) < 0
+	ka, kb := &cy.hk[a], &cy.hk[b]
+	if ka.prio != kb.prio {
+		return ka.prio > kb.prio
+	}
+	if ka.crSec != kb.crSec {
+		return ka.crSec < kb.crSec
+	}
+	if ka.crNs != kb.crNs {
+		return ka.crNs < kb.crNs
+	}
+	return s.ws[ka.slot].w.ID < s.ws[kb.slot].w.ID
 }
 
 func (s *Snapshot) siftDown(cy *cycleState, h []int32, i int) {
@@ -345,6 +378,7 @@ func (s *Snapshot) siftDown(cy *cycleState, h []int32, i int) {
 
 func (s *Snapshot) pushClass(cy *cycleState, c int32) {
 	q := s.classes[c].key.q
+	s.refreshHead(cy, c)
 	h := append(cy.heaps[q], c)
 	for i := len(h) - 1; i > 0; {
 		p := (i - 1) / 2
@@ -381,6 +415,7 @@ func (s *Snapshot) fixTop(cy *cycleState, q int) {
 		s.popClass(cy, q)
 		return
 	}
+	s.refreshHead(cy, c)
 	s.siftDown(cy, h, 0)
 }
 
