@@ -10,11 +10,11 @@ import (
 // priority descending (FirstComeFirstServed: ignored), then
 // (FairSharing) the queue's share ascending, then Created, then ID.
 type orderKey struct {
-	prio    int32
-	share   float64
-	crSec   int64 // Created, as wl keeps it
-	crNs    int32
-	id      string
+	prio  int32
+	share float64
+	crSec int64 // Created, as wl keeps it
+	crNs  int32
+	id    string
 }
 
 func cmpKey(a, b *orderKey) int {
