@@ -125,7 +125,7 @@ func (s *Snapshot) moveCreated(sh *shadow, t time.Time) {
 		}
 		sh.own += int(sign) * x.w.GPUs
 		for _, n := range x.nodes {
-			ni := &s.ix.nodes[n]
+			ni := &s.ix.npos[n]
 			old := s.nodeFree[n] + sh.cand[ni.pos]
 			sh.cand[ni.pos] += sign * x.per
 			sh.move(ni, old, old+sign*x.per)
@@ -151,7 +151,7 @@ func (s *Snapshot) reconcileShadow(sh *shadow) {
 			x := &s.ws[v]
 			sh.oth[r] += int(sign) * x.w.GPUs
 			for _, n := range x.nodes {
-				ni := &s.ix.nodes[n]
+				ni := &s.ix.npos[n]
 				old := s.nodeFree[n] + sh.cand[ni.pos]
 				sh.cand[ni.pos] += sign * x.per
 				h := old + sign*x.per
@@ -182,7 +182,7 @@ func (s *Snapshot) reclaimable(sh *shadow, r, f int) []int32 {
 
 // move records that node ni's free count with the candidates gone went
 // from old to h.
-func (sh *shadow) move(ni *nodeInfo, old, h int32) {
+func (sh *shadow) move(ni *nodePos, old, h int32) {
 	sh.cnt[old]--
 	sh.cnt[h]++
 	sh.rack[ni.rackPos][old]--
@@ -218,7 +218,7 @@ func (s *Snapshot) buildShadow(sh *shadow) {
 			}
 			x := &s.ws[v]
 			for _, n := range x.nodes {
-				sh.cand[s.ix.nodes[n].pos] += x.per
+				sh.cand[s.ix.npos[n].pos] += x.per
 			}
 			if int(x.q) == q {
 				sh.own += x.w.GPUs
@@ -237,7 +237,7 @@ func (s *Snapshot) buildShadow(sh *shadow) {
 	}
 	for p, n := range fi.nodes {
 		h := s.nodeFree[n] + sh.cand[p]
-		ni := &s.ix.nodes[n]
+		ni := &s.ix.npos[n]
 		sh.cnt[h]++
 		sh.rack[ni.rackPos][h]++
 		sh.block[ni.blockPos][h]++
@@ -276,7 +276,7 @@ func (s *Snapshot) shadowUpdate(v int32, sign int32) {
 	for _, sh := range s.shadows.perFlavor[f] {
 		if s.isCand(sh, v) {
 			for _, n := range x.nodes {
-				sh.cand[s.ix.nodes[n].pos] += sign * x.per
+				sh.cand[s.ix.npos[n].pos] += sign * x.per
 			}
 			if x.q == sh.key.q {
 				sh.own += int(sign) * x.w.GPUs
@@ -289,7 +289,7 @@ func (s *Snapshot) shadowUpdate(v int32, sign int32) {
 			if dup(x.nodes[:i], n) {
 				continue
 			}
-			ni := &s.ix.nodes[n]
+			ni := &s.ix.npos[n]
 			h := s.nodeFree[n] + sh.cand[ni.pos]
 			sh.move(ni, h+sign*x.per*int32(count(x.nodes, n)), h)
 		}
