@@ -179,6 +179,22 @@ func checkInvariants(t testing.TB, s *Snapshot) {
 			if diff := cmpDiff(idsOf(s, byCreated), idsOf(s, l.byCreated)); diff != "" {
 				t.Errorf("admitted list by Created %d/%d:\n%s", q, f, diff)
 			}
+			if len(l.vkeys) != len(l.slots) || len(l.ckeys) != len(l.byCreated) {
+				t.Errorf("admitted list %d/%d: %d/%d keys for %d slots", q, f, len(l.vkeys), len(l.ckeys), len(l.slots))
+			} else {
+				for i, v := range l.slots {
+					x := &s.ws[v]
+					if k := (admKey{prio: x.w.Priority, ns: x.atNs, sec: x.atSec}); l.vkeys[i] != k {
+						t.Errorf("admitted list %d/%d: key %d is %v, not %v", q, f, i, l.vkeys[i], k)
+					}
+				}
+				for i, v := range l.byCreated {
+					x := &s.ws[v]
+					if k := (admKey{prio: x.w.Priority, ns: x.crNs, sec: x.crSec}); l.ckeys[i] != k {
+						t.Errorf("admitted list by Created %d/%d: key %d is %v, not %v", q, f, i, l.ckeys[i], k)
+					}
+				}
+			}
 			var sums []prioSum
 			for _, v := range want {
 				w := &s.ws[v].w

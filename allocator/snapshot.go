@@ -113,6 +113,57 @@ type admList struct {
 	slots     []int32
 	byCreated []int32   // the same, by priority, Created and ID
 	prio      []prioSum // ascending priority
+	// The sort keys of slots (priority, admission time) and of byCreated
+	// (priority, Created), so that a search reads no workload slots but
+	// on ties.
+	vkeys, ckeys []admKey
+}
+
+type admKey struct {
+	prio int32
+	ns   int32
+	sec  int64
+}
+
+// victimKeyCmp is victimCmp on keys, without the ID.
+func victimKeyCmp(a, b *admKey) int {
+	if a.prio != b.prio {
+		return cmp.Compare(a.prio, b.prio)
+	}
+	if a.sec != b.sec {
+		return cmp.Compare(b.sec, a.sec)
+	}
+	return cmp.Compare(b.ns, a.ns)
+}
+
+// createdKeyCmp is createdCmp on keys, without the ID.
+func createdKeyCmp(a, b *admKey) int {
+	if a.prio != b.prio {
+		return cmp.Compare(a.prio, b.prio)
+	}
+	if a.sec != b.sec {
+		return cmp.Compare(a.sec, b.sec)
+	}
+	return cmp.Compare(a.ns, b.ns)
+}
+
+// searchAdm is where slot x, of key k, goes in (or is in) slots, ordered
+// by kc on keys and then by ID.
+func (s *Snapshot) searchAdm(slots []int32, keys []admKey, k *admKey, x *wl, kc func(a, b *admKey) int) (int, bool) {
+	lo, hi := 0, len(keys)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		c := kc(&keys[m], k)
+		if c == 0 {
+			c = strings.Compare(s.ws[slots[m]].w.ID, x.w.ID)
+		}
+		if c < 0 {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo, lo < len(keys) && kc(&keys[lo], k) == 0 && s.ws[slots[lo]].w.ID == x.w.ID
 }
 
 type prioSum struct {
@@ -302,7 +353,8 @@ func (s *Snapshot) Clone() *Snapshot {
 	for q, lists := range s.adm {
 		out.adm[q] = make([]admList, len(lists))
 		for f, l := range lists {
-			out.adm[q][f] = admList{slots: slices.Clone(l.slots), byCreated: slices.Clone(l.byCreated), prio: slices.Clone(l.prio)}
+			out.adm[q][f] = admList{slots: slices.Clone(l.slots), byCreated: slices.Clone(l.byCreated), prio: slices.Clone(l.prio),
+				vkeys: slices.Clone(l.vkeys), ckeys: slices.Clone(l.ckeys)}
 		}
 	}
 	for i := range out.classes {
@@ -528,10 +580,14 @@ func (s *Snapshot) removeMember(c int32, slot int32) {
 func (s *Snapshot) insertAdmitted(slot int32) {
 	x := &s.ws[slot]
 	l := &s.adm[x.q][x.fl]
-	i, _ := slices.BinarySearchFunc(l.slots, slot, func(m, _ int32) int { return victimCmp(&s.ws[m], x) })
+	vk := admKey{prio: x.w.Priority, ns: x.atNs, sec: x.atSec}
+	i, _ := s.searchAdm(l.slots, l.vkeys, &vk, x, victimKeyCmp)
 	l.slots = slices.Insert(l.slots, i, slot)
-	i, _ = slices.BinarySearchFunc(l.byCreated, slot, func(m, _ int32) int { return createdCmp(&s.ws[m], x) })
+	l.vkeys = slices.Insert(l.vkeys, i, vk)
+	ck := admKey{prio: x.w.Priority, ns: x.crNs, sec: x.crSec}
+	i, _ = s.searchAdm(l.byCreated, l.ckeys, &ck, x, createdKeyCmp)
 	l.byCreated = slices.Insert(l.byCreated, i, slot)
+	l.ckeys = slices.Insert(l.ckeys, i, ck)
 	j, ok := slices.BinarySearchFunc(l.prio, x.w.Priority, func(p prioSum, t int32) int { return cmp.Compare(p.prio, t) })
 	if !ok {
 		l.prio = slices.Insert(l.prio, j, prioSum{prio: x.w.Priority})
@@ -543,13 +599,17 @@ func (s *Snapshot) insertAdmitted(slot int32) {
 func (s *Snapshot) removeAdmitted(slot int32) {
 	x := &s.ws[slot]
 	l := &s.adm[x.q][x.fl]
-	i, ok := slices.BinarySearchFunc(l.slots, slot, func(m, _ int32) int { return victimCmp(&s.ws[m], x) })
+	vk := admKey{prio: x.w.Priority, ns: x.atNs, sec: x.atSec}
+	i, ok := s.searchAdm(l.slots, l.vkeys, &vk, x, victimKeyCmp)
 	if ok {
 		l.slots = slices.Delete(l.slots, i, i+1)
+		l.vkeys = slices.Delete(l.vkeys, i, i+1)
 	}
-	i, ok = slices.BinarySearchFunc(l.byCreated, slot, func(m, _ int32) int { return createdCmp(&s.ws[m], x) })
+	ck := admKey{prio: x.w.Priority, ns: x.crNs, sec: x.crSec}
+	i, ok = s.searchAdm(l.byCreated, l.ckeys, &ck, x, createdKeyCmp)
 	if ok {
 		l.byCreated = slices.Delete(l.byCreated, i, i+1)
+		l.ckeys = slices.Delete(l.ckeys, i, i+1)
 	}
 	j, ok := slices.BinarySearchFunc(l.prio, x.w.Priority, func(p prioSum, t int32) int { return cmp.Compare(p.prio, t) })
 	if ok {
