@@ -126,7 +126,7 @@ type admKey struct {
 }
 
 // victimKeyCmp is victimCmp on keys, without the ID.
-func victimKeyCmp(a, b *admKey) int {
+func victimKeyCmp(a, b admKey) int {
 	if a.prio != b.prio {
 		return cmp.Compare(a.prio, b.prio)
 	}
@@ -137,7 +137,7 @@ func victimKeyCmp(a, b *admKey) int {
 }
 
 // createdKeyCmp is createdCmp on keys, without the ID.
-func createdKeyCmp(a, b *admKey) int {
+func createdKeyCmp(a, b admKey) int {
 	if a.prio != b.prio {
 		return cmp.Compare(a.prio, b.prio)
 	}
@@ -149,11 +149,11 @@ func createdKeyCmp(a, b *admKey) int {
 
 // searchAdm is where slot x, of key k, goes in (or is in) slots, ordered
 // by kc on keys and then by ID.
-func (s *Snapshot) searchAdm(slots []int32, keys []admKey, k *admKey, x *wl, kc func(a, b *admKey) int) (int, bool) {
+func (s *Snapshot) searchAdm(slots []int32, keys []admKey, k admKey, x *wl, kc func(a, b admKey) int) (int, bool) {
 	lo, hi := 0, len(keys)
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
-		c := kc(&keys[m], k)
+		c := kc(keys[m], k)
 		if c == 0 {
 			c = strings.Compare(s.ws[slots[m]].w.ID, x.w.ID)
 		}
@@ -163,7 +163,7 @@ func (s *Snapshot) searchAdm(slots []int32, keys []admKey, k *admKey, x *wl, kc 
 			hi = m
 		}
 	}
-	return lo, lo < len(keys) && kc(&keys[lo], k) == 0 && s.ws[slots[lo]].w.ID == x.w.ID
+	return lo, lo < len(keys) && kc(keys[lo], k) == 0 && s.ws[slots[lo]].w.ID == x.w.ID
 }
 
 type prioSum struct {
@@ -581,11 +581,11 @@ func (s *Snapshot) insertAdmitted(slot int32) {
 	x := &s.ws[slot]
 	l := &s.adm[x.q][x.fl]
 	vk := admKey{prio: x.w.Priority, ns: x.atNs, sec: x.atSec}
-	i, _ := s.searchAdm(l.slots, l.vkeys, &vk, x, victimKeyCmp)
+	i, _ := s.searchAdm(l.slots, l.vkeys, vk, x, victimKeyCmp)
 	l.slots = slices.Insert(l.slots, i, slot)
 	l.vkeys = slices.Insert(l.vkeys, i, vk)
 	ck := admKey{prio: x.w.Priority, ns: x.crNs, sec: x.crSec}
-	i, _ = s.searchAdm(l.byCreated, l.ckeys, &ck, x, createdKeyCmp)
+	i, _ = s.searchAdm(l.byCreated, l.ckeys, ck, x, createdKeyCmp)
 	l.byCreated = slices.Insert(l.byCreated, i, slot)
 	l.ckeys = slices.Insert(l.ckeys, i, ck)
 	j, ok := slices.BinarySearchFunc(l.prio, x.w.Priority, func(p prioSum, t int32) int { return cmp.Compare(p.prio, t) })
@@ -600,13 +600,13 @@ func (s *Snapshot) removeAdmitted(slot int32) {
 	x := &s.ws[slot]
 	l := &s.adm[x.q][x.fl]
 	vk := admKey{prio: x.w.Priority, ns: x.atNs, sec: x.atSec}
-	i, ok := s.searchAdm(l.slots, l.vkeys, &vk, x, victimKeyCmp)
+	i, ok := s.searchAdm(l.slots, l.vkeys, vk, x, victimKeyCmp)
 	if ok {
 		l.slots = slices.Delete(l.slots, i, i+1)
 		l.vkeys = slices.Delete(l.vkeys, i, i+1)
 	}
 	ck := admKey{prio: x.w.Priority, ns: x.crNs, sec: x.crSec}
-	i, ok = s.searchAdm(l.byCreated, l.ckeys, &ck, x, createdKeyCmp)
+	i, ok = s.searchAdm(l.byCreated, l.ckeys, ck, x, createdKeyCmp)
 	if ok {
 		l.byCreated = slices.Delete(l.byCreated, i, i+1)
 		l.ckeys = slices.Delete(l.ckeys, i, i+1)
