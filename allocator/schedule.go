@@ -132,6 +132,7 @@ func (s *Snapshot) schedule(emit sink) {
 		if one && len(cy.memo) < len(s.classes) {
 			cy.memo = append(cy.memo, make([]failMemo, len(s.classes)-len(cy.memo))...)
 		}
+		failed := -1 // one head a cycle: the head to remember as failed
 		for i := range heads {
 			slot := s.head(cy, heads[i].c)
 			if !one || s.ix.noFailMemo {
@@ -145,7 +146,7 @@ func (s *Snapshot) schedule(emit sink) {
 			}
 			n := s.nominateFast(slot)
 			if n.noFit() || (!n.fit && len(n.targets) == 0) {
-				s.memoFailure(m, cl, int(x.q), &x.w)
+				failed = i
 			} else {
 				m.ok = false
 			}
@@ -170,6 +171,13 @@ func (s *Snapshot) schedule(emit sink) {
 			s.reserveGPUs(r.q, r.f, -int(r.v[ResourceGPU]))
 		}
 		cy.reserved = cy.reserved[:0]
+		if failed >= 0 {
+			// Remembered after the quota it held is given back: the
+			// state is the one it failed in, with the counters moved.
+			h := &heads[failed]
+			x := &s.ws[h.n.slot]
+			s.memoFailure(&cy.memo[h.c], &s.classes[h.c], int(x.q), &x.w)
+		}
 		s.endCycle(cy)
 	}
 	for _, v := range cy.deferred {
