@@ -114,7 +114,7 @@ func (s *Snapshot) getTargets(slot int32, i int, place, reclaimOnly bool) []int3
 		own = append(own, l.slots[:lower]...)
 		if qi.within == polLowerOrNewerEqual {
 			for _, v := range l.slots[lower : lower+equal] {
-				if s.ws[v].w.Created.After(x.w.Created) {
+				if cmpCreated(&s.ws[v], x) > 0 {
 					own = append(own, v)
 				}
 			}

@@ -1,7 +1,6 @@
 package allocator
 
 import (
-	"cmp"
 	"slices"
 	"time"
 )
@@ -38,7 +37,7 @@ type shadowKey struct {
 
 type shadow struct {
 	key     shadowKey
-	created time.Time // LowerOrNewerEqualPriority: equal priority counts if newer
+	created admKey // LowerOrNewerEqualPriority: equal priority counts if newer (prio, Created)
 	cand    []int32   // per flavor node position: candidates' GPUs there
 	cnt     []int32   // nodes per free count with the candidates gone
 	rack    [][]int32 // per rack of the flavor, by position
@@ -65,7 +64,8 @@ func (s *Snapshot) isCand(sh *shadow, v int32) bool {
 	qi := &s.ix.queues[q]
 	if int(x.q) == q {
 		return qi.within != polNever && (w.Priority < sh.key.prio ||
-			(qi.within == polLowerOrNewerEqual && w.Priority == sh.key.prio && w.Created.After(sh.created)))
+			(qi.within == polLowerOrNewerEqual && w.Priority == sh.key.prio && (x.crSec > sh.created.sec ||
+				(x.crSec == sh.created.sec && x.crNs > sh.created.ns))))
 	}
 	return sh.key.others && sh.lends[x.q] && (qi.reclaim == polAny || w.Priority < sh.key.prio)
 }
@@ -81,7 +81,7 @@ func (s *Snapshot) shadowFor(q int, head *Workload, f int, others bool) *shadow 
 		if len(s.shadows.byKey) >= maxShadows {
 			s.pruneShadows(s.cycleNo + 1)
 		}
-		sh = &shadow{key: k, created: head.Created}
+		sh = &shadow{key: k, created: createdKey(head)}
 		s.shadows.byKey[k] = sh
 		s.shadows.perFlavor[f] = append(s.shadows.perFlavor[f], sh)
 		s.buildShadow(sh)
@@ -89,40 +89,40 @@ func (s *Snapshot) shadowFor(q int, head *Workload, f int, others bool) *shadow 
 		if others {
 			s.reconcileShadow(sh)
 		}
-		if s.ix.queues[q].within == polLowerOrNewerEqual && !head.Created.Equal(sh.created) {
-			s.moveCreated(sh, head.Created)
+		if t := createdKey(head); s.ix.queues[q].within == polLowerOrNewerEqual && t != sh.created {
+			s.moveCreated(sh, t)
 		}
 	}
 	sh.used = s.cycleNo
 	return sh
 }
 
+// createdKey is w's priority and Created as the admitted lists' keys.
+func createdKey(w *Workload) admKey {
+	return admKey{prio: w.Priority, sec: w.Created.Unix(), ns: int32(w.Created.Nanosecond())}
+}
+
 // moveCreated changes a LowerOrNewerEqualPriority shadow's Created
-// threshold to t: equal-priority workloads of the queue created between
-// the old threshold and t join or leave the set.
-func (s *Snapshot) moveCreated(sh *shadow, t time.Time) {
+// threshold to t (of the shadow's priority): equal-priority workloads of
+// the queue created between the old threshold and t join or leave the
+// set.
+func (s *Snapshot) moveCreated(sh *shadow, t admKey) {
 	q, f := int(sh.key.q), int(sh.key.f)
 	lo, hi, sign := sh.created, t, int32(-1) // (lo, hi] leave
-	if t.Before(sh.created) {
+	if createdKeyCmp(t, sh.created) < 0 {
 		lo, hi, sign = t, sh.created, 1 // (lo, hi] join
 	}
 	// Equal priority, Created in (lo, hi]: a run of byCreated.
-	l := s.adm[q][f].byCreated
-	i, _ := slices.BinarySearchFunc(l, lo, func(v int32, t time.Time) int {
-		w := &s.ws[v].w
-		if w.Priority != sh.key.prio {
-			return cmp.Compare(w.Priority, sh.key.prio)
-		}
-		if w.Created.After(t) {
+	l := &s.adm[q][f]
+	keys := l.ckeys
+	i, _ := slices.BinarySearchFunc(keys, lo, func(k, lo admKey) int {
+		if createdKeyCmp(k, lo) > 0 {
 			return 1
 		}
 		return -1
 	})
-	for ; i < len(l); i++ {
-		x := &s.ws[l[i]]
-		if x.w.Priority != sh.key.prio || x.w.Created.After(hi) {
-			break
-		}
+	for ; i < len(keys) && createdKeyCmp(keys[i], hi) <= 0; i++ {
+		x := &s.ws[l.byCreated[i]]
 		sh.own += int(sign) * x.w.GPUs
 		for _, n := range x.nodes {
 			ni := &s.ix.npos[n]
