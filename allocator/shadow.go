@@ -37,7 +37,7 @@ type shadowKey struct {
 
 type shadow struct {
 	key     shadowKey
-	created admKey // LowerOrNewerEqualPriority: equal priority counts if newer (prio, Created)
+	created admKey    // LowerOrNewerEqualPriority: equal priority counts if newer (prio, Created)
 	cand    []int32   // per flavor node position: candidates' GPUs there
 	cnt     []int32   // nodes per free count with the candidates gone
 	rack    [][]int32 // per rack of the flavor, by position
