@@ -346,7 +346,11 @@
 // kept up to date, of what would be free without each candidate set
 // (shadow.go), and skips a flavor's preemption search that could not
 // beat the best flavor found so far; the general engine scans only nodes
-// with free GPUs (placement_res.go). Tests hold the cycle to its plain
+// with free GPUs (placement_res.go). One head a cycle, a class's failed
+// nomination is remembered until something that could undo the failure
+// happens on one of its flavors (failmemo.go). The admission order, the
+// admitted lists and the end heap compare Created and admission times as
+// wall-clock integers kept beside the slots. Tests hold the cycle to its plain
 // definition (reference_test.go). An estimate simulation costs its
 // cycles (a few hundred on the grid) plus its admissions and
 // preemptions, which dominate. The Estimator's fingerprint costs a pass

@@ -46,6 +46,7 @@ type index struct {
 	flavors   []flavorInfo
 	flavorIdx map[string]int
 	nodes     []nodeInfo
+	npos      []nodePos // per node
 	nodeIdx   map[string]int
 	racks     []domainInfo
 	blocks    []domainInfo
@@ -54,8 +55,10 @@ type index struct {
 	cohorts   []cohortInfo
 	fair      bool // FairSharing: order by the queues' shares
 	fcfs      bool // FirstComeFirstServed: ignore priority, never preempt
-	placement placeKind
-	seed      uint64
+	// noFailMemo turns the failure memo off (tests compare against it).
+	noFailMemo bool
+	placement  placeKind
+	seed       uint64
 	// tree is the cohort tree with every quota (tree.go).
 	tree *quotaTree
 	// fs is Kueue's Fair Sharing's preemption strategies; nil is off.
@@ -102,6 +105,12 @@ type nodeInfo struct {
 	block  int
 	// positions of rack and block in flavorInfo.racks and .blocks
 	rackPos, blockPos int
+}
+
+// nodePos is a node's positions in its flavor (nodeInfo's pos, rackPos
+// and blockPos), kept apart so that the shadows' updates read little.
+type nodePos struct {
+	pos, rackPos, blockPos int32
 }
 
 type domainInfo struct {
@@ -309,6 +318,10 @@ func buildIndex(c *Cluster) (*index, error) {
 			fi.full[ix.nodes[n].gpus]++
 		}
 		ix.buildDomains(c, f)
+	}
+	ix.npos = make([]nodePos, len(ix.nodes))
+	for n, ni := range ix.nodes {
+		ix.npos[n] = nodePos{pos: int32(ni.pos), rackPos: int32(ni.rackPos), blockPos: int32(ni.blockPos)}
 	}
 	for _, doms := range [][]domainInfo{ix.racks, ix.blocks} {
 		for d := range doms {

@@ -161,7 +161,7 @@ func checkInvariants(t testing.TB, s *Snapshot) {
 	// Orders.
 	for c := range s.classes {
 		want := members[int32(c)]
-		slices.SortFunc(want, func(a, b int32) int { return s.staticCmp(&s.ws[a].w, &s.ws[b].w) })
+		slices.SortFunc(want, func(a, b int32) int { return s.staticCmp(&s.ws[a], &s.ws[b]) })
 		if diff := cmpDiff(idsOf(s, want), idsOf(s, s.classes[c].members)); diff != "" {
 			t.Errorf("class %+v members:\n%s", s.classes[c].key, diff)
 		}
@@ -175,9 +175,25 @@ func checkInvariants(t testing.TB, s *Snapshot) {
 				t.Errorf("admitted list %d/%d:\n%s", q, f, diff)
 			}
 			byCreated := slices.Clone(want)
-			slices.SortFunc(byCreated, func(a, b int32) int { return createdCmp(&s.ws[a].w, &s.ws[b].w) })
+			slices.SortFunc(byCreated, func(a, b int32) int { return createdCmp(&s.ws[a], &s.ws[b]) })
 			if diff := cmpDiff(idsOf(s, byCreated), idsOf(s, l.byCreated)); diff != "" {
 				t.Errorf("admitted list by Created %d/%d:\n%s", q, f, diff)
+			}
+			if len(l.vkeys) != len(l.slots) || len(l.ckeys) != len(l.byCreated) {
+				t.Errorf("admitted list %d/%d: %d/%d keys for %d slots", q, f, len(l.vkeys), len(l.ckeys), len(l.slots))
+			} else {
+				for i, v := range l.slots {
+					x := &s.ws[v]
+					if k := (admKey{prio: x.w.Priority, ns: x.atNs, sec: x.atSec}); l.vkeys[i] != k {
+						t.Errorf("admitted list %d/%d: key %d is %v, not %v", q, f, i, l.vkeys[i], k)
+					}
+				}
+				for i, v := range l.byCreated {
+					x := &s.ws[v]
+					if k := (admKey{prio: x.w.Priority, ns: x.crNs, sec: x.crSec}); l.ckeys[i] != k {
+						t.Errorf("admitted list by Created %d/%d: key %d is %v, not %v", q, f, i, l.ckeys[i], k)
+					}
+				}
 			}
 			var sums []prioSum
 			for _, v := range want {

@@ -144,7 +144,7 @@ func (s *Snapshot) gHead(st *gstate, q int) int32 {
 			continue
 		}
 		m := s.classes[c].members[st.cursor[c]]
-		if best < 0 || s.staticCmp(&s.ws[m].w, &s.ws[best].w) < 0 {
+		if best < 0 || s.staticCmp(&s.ws[m], &s.ws[best]) < 0 {
 			best = m
 		}
 	}

@@ -174,7 +174,7 @@ func (s *Snapshot) nextFair(entries []*gentry) int {
 	best := -1
 	for i, e := range entries {
 		if t.nodes[e.q].parent < 0 {
-			if best < 0 || s.staticCmp(&s.ws[e.n.slot].w, &s.ws[entries[best].n.slot].w) < 0 {
+			if best < 0 || s.staticCmp(&s.ws[e.n.slot], &s.ws[entries[best].n.slot]) < 0 {
 				best = i
 			}
 		}
@@ -190,7 +190,7 @@ func (s *Snapshot) nextFair(entries []*gentry) int {
 	for _, root := range slices.Sorted(mapKeys(roots)) {
 		vals := s.tournamentDRS(root, entries)
 		if w := s.tournament(root, entries, vals); w >= 0 &&
-			(winner < 0 || s.staticCmp(&s.ws[entries[w].n.slot].w, &s.ws[entries[winner].n.slot].w) < 0) {
+			(winner < 0 || s.staticCmp(&s.ws[entries[w].n.slot], &s.ws[entries[winner].n.slot]) < 0) {
 			winner = w
 		}
 	}

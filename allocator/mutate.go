@@ -72,7 +72,7 @@ func (s *Snapshot) add(w Workload) (int32, error) {
 	w.Admission = nil
 	cls := s.classFor(q, reqOf(&w), w.Topology, pin, cands)
 	slot := s.newSlot()
-	s.ws[slot] = wl{w: w, live: true, q: int32(q), cls: cls, fl: -1}
+	s.ws[slot] = wl{w: w, live: true, q: int32(q), cls: cls, fl: -1, crSec: w.Created.Unix(), crNs: int32(w.Created.Nanosecond())}
 	s.byID[w.ID] = slot
 	s.makePending(slot)
 	if a != nil {

@@ -4,17 +4,17 @@ import (
 	"cmp"
 	"slices"
 	"strings"
-	"time"
 )
 
 // orderKey is a pending workload's place in the admission order:
 // priority descending (FirstComeFirstServed: ignored), then
 // (FairSharing) the queue's share ascending, then Created, then ID.
 type orderKey struct {
-	prio    int32
-	share   float64
-	created time.Time
-	id      string
+	prio  int32
+	share float64
+	crSec int64 // Created, as wl keeps it
+	crNs  int32
+	id    string
 }
 
 func cmpKey(a, b *orderKey) int {
@@ -24,8 +24,11 @@ func cmpKey(a, b *orderKey) int {
 	if a.share != b.share {
 		return cmp.Compare(a.share, b.share)
 	}
-	if c := a.created.Compare(b.created); c != 0 {
-		return c
+	if a.crSec != b.crSec {
+		return cmp.Compare(a.crSec, b.crSec)
+	}
+	if a.crNs != b.crNs {
+		return cmp.Compare(a.crNs, b.crNs)
 	}
 	return strings.Compare(a.id, b.id)
 }
@@ -50,7 +53,7 @@ func (s *Snapshot) oprio(w *Workload) int32 {
 
 func (s *Snapshot) keyOf(slot int32) orderKey {
 	x := &s.ws[slot]
-	return orderKey{prio: s.oprio(&x.w), share: s.share(int(x.q)), created: x.w.Created, id: x.w.ID}
+	return orderKey{prio: s.oprio(&x.w), share: s.share(int(x.q)), crSec: x.crSec, crNs: x.crNs, id: x.w.ID}
 }
 
 // pendingInOrder returns every pending slot in admission order at Now.
@@ -71,7 +74,7 @@ func (s *Snapshot) pendingInOrder() []int32 {
 		if sx, sy := shares[x.q], shares[y.q]; sx != sy {
 			return cmp.Compare(sx, sy)
 		}
-		if c := x.w.Created.Compare(y.w.Created); c != 0 {
+		if c := cmpCreated(x, y); c != 0 {
 			return c
 		}
 		return strings.Compare(x.w.ID, y.w.ID)

@@ -99,13 +99,24 @@ func (s *Snapshot) getTargets(slot int32, i int, place, reclaimOnly bool) []int3
 	own := sc.own[:0]
 	defer func() { sc.own = own[:0] }()
 	if qi.within != polNever && !reclaimOnly {
-		for _, v := range s.adm[q][f].slots {
-			w := &s.ws[v].w
-			if w.Priority > p {
-				break
+		// The queue's list is in victim order, lower priority first: the
+		// lower-priority candidates are a prefix, counted by the sums per
+		// priority, then the equal-priority run, created later only.
+		l := &s.adm[q][f]
+		lower, equal := 0, 0
+		for _, ps := range l.prio {
+			if ps.prio < p {
+				lower += ps.n
+			} else if ps.prio == p {
+				equal = ps.n
 			}
-			if w.Priority < p || (qi.within == polLowerOrNewerEqual && w.Created.After(x.w.Created)) {
-				own = append(own, v)
+		}
+		own = append(own, l.slots[:lower]...)
+		if qi.within == polLowerOrNewerEqual {
+			for _, v := range l.slots[lower : lower+equal] {
+				if cmpCreated(&s.ws[v], x) > 0 {
+					own = append(own, v)
+				}
 			}
 		}
 	}
@@ -178,6 +189,17 @@ func (s *Snapshot) othersHaveCandidates(q, f int, p int32) bool {
 // scratch buffer, valid until the next call). s is unchanged.
 func (s *Snapshot) greedyFits(q, gpus int, topo Level, c cand, lists [][]int32, own []int32, place bool) ([]int32, bool) {
 	f, pods, k := int(c.f), int(c.pods), int(c.per)
+	// The preemptor must end within its nominal quota, and only its own
+	// candidates lower its usage: if all of them together are not
+	// enough, no point of the removal fits (most failing searches).
+	nominal := s.ix.queues[q].quota[f].nominal
+	ownGPUs := 0
+	for _, v := range own {
+		ownGPUs += s.ws[v].w.GPUs
+	}
+	if s.used[q][f]-ownGPUs+gpus > nominal {
+		return nil, false
+	}
 	sc := s.liftScratch()
 	defer s.unlift(sc)
 	if len(sc.u) != len(s.used) {
@@ -218,7 +240,6 @@ func (s *Snapshot) greedyFits(q, gpus int, topo Level, c cand, lists [][]int32, 
 			}
 		}()
 	}
-	nominal := s.ix.queues[q].quota[f].nominal
 	freed := 0
 	pos := sc.pos[:0]
 	for range lists {

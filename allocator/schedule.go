@@ -37,7 +37,18 @@ type cycleState struct {
 	// one head a cycle, in the global order; cur is the last one's place.
 	one      bool
 	cur      orderKey
-	deferred []int32 // one head a cycle: victims, pending again at the end
+	deferred []int32    // one head a cycle: victims, pending again at the end
+	memo     []failMemo // one head a cycle: per class, its last failure (failmemo.go)
+	hk       []headKey  // per class in a heap: its head's order, as of its last move there
+}
+
+// headKey is a class's head's place in its queue's order (staticCmp):
+// the heaps compare these instead of reading the heads' slots.
+type headKey struct {
+	prio  int32 // oprio
+	crNs  int32
+	crSec int64
+	slot  int32
 }
 
 type fentry struct {
@@ -118,8 +129,28 @@ func (s *Snapshot) schedule(emit sink) {
 			break
 		}
 		// 2. Nominate.
+		if one && len(cy.memo) < len(s.classes) {
+			cy.memo = append(cy.memo, make([]failMemo, len(s.classes)-len(cy.memo))...)
+		}
+		failed := -1 // one head a cycle: the head to remember as failed
 		for i := range heads {
-			heads[i].n = s.nominateFast(s.head(cy, heads[i].c))
+			slot := s.head(cy, heads[i].c)
+			if !one || s.ix.noFailMemo {
+				heads[i].n = s.nominateFast(slot)
+				continue
+			}
+			cl, m, x := &s.classes[heads[i].c], &cy.memo[heads[i].c], &s.ws[slot]
+			if s.memoFails(m, cl, int(x.q), &x.w) {
+				heads[i].n = nomination{slot: slot, ci: -1}
+				continue
+			}
+			n := s.nominateFast(slot)
+			if n.noFit() || (!n.fit && len(n.targets) == 0) {
+				failed = i
+			} else {
+				m.ok = false
+			}
+			heads[i].n = n
 		}
 		// 3. Order.
 		if !one && len(heads) > 1 {
@@ -140,6 +171,13 @@ func (s *Snapshot) schedule(emit sink) {
 			s.reserveGPUs(r.q, r.f, -int(r.v[ResourceGPU]))
 		}
 		cy.reserved = cy.reserved[:0]
+		if failed >= 0 {
+			// Remembered after the quota it held is given back: the
+			// state is the one it failed in, with the counters moved.
+			h := &heads[failed]
+			x := &s.ws[h.n.slot]
+			s.memoFailure(&cy.memo[h.c], &s.classes[h.c], int(x.q), &x.w)
+		}
 		s.endCycle(cy)
 	}
 	for _, v := range cy.deferred {
@@ -174,6 +212,7 @@ func (s *Snapshot) beginCycle() (*cycleState, bool) {
 	if len(cy.heaps) != len(s.ix.queues) {
 		cy.heaps = make([][]int32, len(s.ix.queues))
 	}
+	cy.hk = slices.Grow(cy.hk[:0], n)[:n]
 	return cy, s.fillHeaps(cy)
 }
 
@@ -187,6 +226,7 @@ func (s *Snapshot) fillHeaps(cy *cycleState) bool {
 		if !cy.dropped[c] && int(cy.cursor[c]) < len(s.classes[c].members) {
 			q := s.classes[c].key.q
 			cy.heaps[q] = append(cy.heaps[q], int32(c))
+			s.refreshHead(cy, int32(c))
 			pending = true
 		}
 	}
@@ -286,8 +326,8 @@ func (s *Snapshot) firstAfter(c int32, key *orderKey) int {
 	cl := &s.classes[c]
 	sh := s.share(int(cl.key.q))
 	i, _ := slices.BinarySearchFunc(cl.members, key, func(m int32, k *orderKey) int {
-		w := &s.ws[m].w
-		mk := orderKey{prio: s.oprio(w), share: sh, created: w.Created, id: w.ID}
+		x := &s.ws[m]
+		mk := orderKey{prio: s.oprio(&x.w), share: sh, crSec: x.crSec, crNs: x.crNs, id: x.w.ID}
 		if cmpKey(&mk, k) <= 0 {
 			return -1
 		}
@@ -301,8 +341,29 @@ func (s *Snapshot) head(cy *cycleState, c int32) int32 {
 	return s.classes[c].members[cy.cursor[c]]
 }
 
+// refreshHead records class c's head's key, before c takes a new place
+// in its heap: a class's head changes only while it is out of its heap
+// or at its top (a victim goes back to its class after the cycle, one
+// head a cycle, or before the heaps are rebuilt, after a release).
+func (s *Snapshot) refreshHead(cy *cycleState, c int32) {
+	slot := s.head(cy, c)
+	x := &s.ws[slot]
+	cy.hk[c] = headKey{prio: s.oprio(&x.w), crNs: x.crNs, crSec: x.crSec, slot: slot}
+}
+
+// headLess is staticCmp(head of a, head of b) < 0 on the recorded keys.
 func (s *Snapshot) headLess(cy *cycleState, a, b int32) bool {
-	return s.staticCmp(&s.ws[s.head(cy, a)].w, &s.ws[s.head(cy, b)].w) < 0
+	ka, kb := &cy.hk[a], &cy.hk[b]
+	if ka.prio != kb.prio {
+		return ka.prio > kb.prio
+	}
+	if ka.crSec != kb.crSec {
+		return ka.crSec < kb.crSec
+	}
+	if ka.crNs != kb.crNs {
+		return ka.crNs < kb.crNs
+	}
+	return s.ws[ka.slot].w.ID < s.ws[kb.slot].w.ID
 }
 
 func (s *Snapshot) siftDown(cy *cycleState, h []int32, i int) {
@@ -325,6 +386,7 @@ func (s *Snapshot) siftDown(cy *cycleState, h []int32, i int) {
 
 func (s *Snapshot) pushClass(cy *cycleState, c int32) {
 	q := s.classes[c].key.q
+	s.refreshHead(cy, c)
 	h := append(cy.heaps[q], c)
 	for i := len(h) - 1; i > 0; {
 		p := (i - 1) / 2
@@ -361,6 +423,7 @@ func (s *Snapshot) fixTop(cy *cycleState, q int) {
 		s.popClass(cy, q)
 		return
 	}
+	s.refreshHead(cy, c)
 	s.siftDown(cy, h, 0)
 }
 

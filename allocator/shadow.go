@@ -1,7 +1,6 @@
 package allocator
 
 import (
-	"cmp"
 	"slices"
 	"time"
 )
@@ -38,7 +37,7 @@ type shadowKey struct {
 
 type shadow struct {
 	key     shadowKey
-	created time.Time // LowerOrNewerEqualPriority: equal priority counts if newer
+	created admKey    // LowerOrNewerEqualPriority: equal priority counts if newer (prio, Created)
 	cand    []int32   // per flavor node position: candidates' GPUs there
 	cnt     []int32   // nodes per free count with the candidates gone
 	rack    [][]int32 // per rack of the flavor, by position
@@ -65,7 +64,8 @@ func (s *Snapshot) isCand(sh *shadow, v int32) bool {
 	qi := &s.ix.queues[q]
 	if int(x.q) == q {
 		return qi.within != polNever && (w.Priority < sh.key.prio ||
-			(qi.within == polLowerOrNewerEqual && w.Priority == sh.key.prio && w.Created.After(sh.created)))
+			(qi.within == polLowerOrNewerEqual && w.Priority == sh.key.prio && (x.crSec > sh.created.sec ||
+				(x.crSec == sh.created.sec && x.crNs > sh.created.ns))))
 	}
 	return sh.key.others && sh.lends[x.q] && (qi.reclaim == polAny || w.Priority < sh.key.prio)
 }
@@ -81,7 +81,7 @@ func (s *Snapshot) shadowFor(q int, head *Workload, f int, others bool) *shadow 
 		if len(s.shadows.byKey) >= maxShadows {
 			s.pruneShadows(s.cycleNo + 1)
 		}
-		sh = &shadow{key: k, created: head.Created}
+		sh = &shadow{key: k, created: createdKey(head)}
 		s.shadows.byKey[k] = sh
 		s.shadows.perFlavor[f] = append(s.shadows.perFlavor[f], sh)
 		s.buildShadow(sh)
@@ -89,43 +89,43 @@ func (s *Snapshot) shadowFor(q int, head *Workload, f int, others bool) *shadow 
 		if others {
 			s.reconcileShadow(sh)
 		}
-		if s.ix.queues[q].within == polLowerOrNewerEqual && !head.Created.Equal(sh.created) {
-			s.moveCreated(sh, head.Created)
+		if t := createdKey(head); s.ix.queues[q].within == polLowerOrNewerEqual && t != sh.created {
+			s.moveCreated(sh, t)
 		}
 	}
 	sh.used = s.cycleNo
 	return sh
 }
 
+// createdKey is w's priority and Created as the admitted lists' keys.
+func createdKey(w *Workload) admKey {
+	return admKey{prio: w.Priority, sec: w.Created.Unix(), ns: int32(w.Created.Nanosecond())}
+}
+
 // moveCreated changes a LowerOrNewerEqualPriority shadow's Created
-// threshold to t: equal-priority workloads of the queue created between
-// the old threshold and t join or leave the set.
-func (s *Snapshot) moveCreated(sh *shadow, t time.Time) {
+// threshold to t (of the shadow's priority): equal-priority workloads of
+// the queue created between the old threshold and t join or leave the
+// set.
+func (s *Snapshot) moveCreated(sh *shadow, t admKey) {
 	q, f := int(sh.key.q), int(sh.key.f)
 	lo, hi, sign := sh.created, t, int32(-1) // (lo, hi] leave
-	if t.Before(sh.created) {
+	if createdKeyCmp(t, sh.created) < 0 {
 		lo, hi, sign = t, sh.created, 1 // (lo, hi] join
 	}
 	// Equal priority, Created in (lo, hi]: a run of byCreated.
-	l := s.adm[q][f].byCreated
-	i, _ := slices.BinarySearchFunc(l, lo, func(v int32, t time.Time) int {
-		w := &s.ws[v].w
-		if w.Priority != sh.key.prio {
-			return cmp.Compare(w.Priority, sh.key.prio)
-		}
-		if w.Created.After(t) {
+	l := &s.adm[q][f]
+	keys := l.ckeys
+	i, _ := slices.BinarySearchFunc(keys, lo, func(k, lo admKey) int {
+		if createdKeyCmp(k, lo) > 0 {
 			return 1
 		}
 		return -1
 	})
-	for ; i < len(l); i++ {
-		x := &s.ws[l[i]]
-		if x.w.Priority != sh.key.prio || x.w.Created.After(hi) {
-			break
-		}
+	for ; i < len(keys) && createdKeyCmp(keys[i], hi) <= 0; i++ {
+		x := &s.ws[l.byCreated[i]]
 		sh.own += int(sign) * x.w.GPUs
 		for _, n := range x.nodes {
-			ni := &s.ix.nodes[n]
+			ni := &s.ix.npos[n]
 			old := s.nodeFree[n] + sh.cand[ni.pos]
 			sh.cand[ni.pos] += sign * x.per
 			sh.move(ni, old, old+sign*x.per)
@@ -147,14 +147,11 @@ func (s *Snapshot) reconcileShadow(sh *shadow) {
 			sign = 1
 			sh.lends[r] = true // so that isCand counts r's workloads
 		}
-		for _, v := range s.adm[r][f].slots {
-			if !s.isCand(sh, v) {
-				continue
-			}
+		for _, v := range s.reclaimable(sh, r, f) {
 			x := &s.ws[v]
 			sh.oth[r] += int(sign) * x.w.GPUs
 			for _, n := range x.nodes {
-				ni := &s.ix.nodes[n]
+				ni := &s.ix.npos[n]
 				old := s.nodeFree[n] + sh.cand[ni.pos]
 				sh.cand[ni.pos] += sign * x.per
 				h := old + sign*x.per
@@ -165,9 +162,27 @@ func (s *Snapshot) reconcileShadow(sh *shadow) {
 	}
 }
 
+// reclaimable is the prefix of queue r's list on flavor f (r another
+// queue of sh's cohort, counted as borrowing) that isCand counts: all of
+// it under ReclaimWithinCohort Any, else its lower priorities (the list
+// is in victim order, lower priority first).
+func (s *Snapshot) reclaimable(sh *shadow, r, f int) []int32 {
+	l := &s.adm[r][f]
+	if s.ix.queues[sh.key.q].reclaim == polAny {
+		return l.slots
+	}
+	n := 0
+	for _, ps := range l.prio {
+		if ps.prio < sh.key.prio {
+			n += ps.n
+		}
+	}
+	return l.slots[:n]
+}
+
 // move records that node ni's free count with the candidates gone went
 // from old to h.
-func (sh *shadow) move(ni *nodeInfo, old, h int32) {
+func (sh *shadow) move(ni *nodePos, old, h int32) {
 	sh.cnt[old]--
 	sh.cnt[h]++
 	sh.rack[ni.rackPos][old]--
@@ -203,7 +218,7 @@ func (s *Snapshot) buildShadow(sh *shadow) {
 			}
 			x := &s.ws[v]
 			for _, n := range x.nodes {
-				sh.cand[s.ix.nodes[n].pos] += x.per
+				sh.cand[s.ix.npos[n].pos] += x.per
 			}
 			if int(x.q) == q {
 				sh.own += x.w.GPUs
@@ -222,7 +237,7 @@ func (s *Snapshot) buildShadow(sh *shadow) {
 	}
 	for p, n := range fi.nodes {
 		h := s.nodeFree[n] + sh.cand[p]
-		ni := &s.ix.nodes[n]
+		ni := &s.ix.npos[n]
 		sh.cnt[h]++
 		sh.rack[ni.rackPos][h]++
 		sh.block[ni.blockPos][h]++
@@ -261,7 +276,7 @@ func (s *Snapshot) shadowUpdate(v int32, sign int32) {
 	for _, sh := range s.shadows.perFlavor[f] {
 		if s.isCand(sh, v) {
 			for _, n := range x.nodes {
-				sh.cand[s.ix.nodes[n].pos] += sign * x.per
+				sh.cand[s.ix.npos[n].pos] += sign * x.per
 			}
 			if x.q == sh.key.q {
 				sh.own += int(sign) * x.w.GPUs
@@ -274,7 +289,7 @@ func (s *Snapshot) shadowUpdate(v int32, sign int32) {
 			if dup(x.nodes[:i], n) {
 				continue
 			}
-			ni := &s.ix.nodes[n]
+			ni := &s.ix.npos[n]
 			h := s.nodeFree[n] + sh.cand[ni.pos]
 			sh.move(ni, h+sign*x.per*int32(count(x.nodes, n)), h)
 		}

@@ -74,6 +74,8 @@ type wl struct {
 	nodes []int32 // global node id of each pod when admitted (immutable)
 	atSec int64   // Admission.At, for fast comparisons
 	atNs  int32
+	crSec int64 // w.Created, for fast comparisons (wall clock)
+	crNs  int32
 }
 
 // classKey groups pending workloads with identical requirements: they fit
@@ -111,6 +113,57 @@ type admList struct {
 	slots     []int32
 	byCreated []int32   // the same, by priority, Created and ID
 	prio      []prioSum // ascending priority
+	// The sort keys of slots (priority, admission time) and of byCreated
+	// (priority, Created), so that a search reads no workload slots but
+	// on ties.
+	vkeys, ckeys []admKey
+}
+
+type admKey struct {
+	prio int32
+	ns   int32
+	sec  int64
+}
+
+// victimKeyCmp is victimCmp on keys, without the ID.
+func victimKeyCmp(a, b admKey) int {
+	if a.prio != b.prio {
+		return cmp.Compare(a.prio, b.prio)
+	}
+	if a.sec != b.sec {
+		return cmp.Compare(b.sec, a.sec)
+	}
+	return cmp.Compare(b.ns, a.ns)
+}
+
+// createdKeyCmp is createdCmp on keys, without the ID.
+func createdKeyCmp(a, b admKey) int {
+	if a.prio != b.prio {
+		return cmp.Compare(a.prio, b.prio)
+	}
+	if a.sec != b.sec {
+		return cmp.Compare(a.sec, b.sec)
+	}
+	return cmp.Compare(a.ns, b.ns)
+}
+
+// searchAdm is where slot x, of key k, goes in (or is in) slots, ordered
+// by kc on keys and then by ID.
+func (s *Snapshot) searchAdm(slots []int32, keys []admKey, k admKey, x *wl, kc func(a, b admKey) int) (int, bool) {
+	lo, hi := 0, len(keys)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		c := kc(keys[m], k)
+		if c == 0 {
+			c = strings.Compare(s.ws[slots[m]].w.ID, x.w.ID)
+		}
+		if c < 0 {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo, lo < len(keys) && kc(keys[lo], k) == 0 && s.ws[slots[lo]].w.ID == x.w.ID
 }
 
 type prioSum struct {
@@ -300,7 +353,8 @@ func (s *Snapshot) Clone() *Snapshot {
 	for q, lists := range s.adm {
 		out.adm[q] = make([]admList, len(lists))
 		for f, l := range lists {
-			out.adm[q][f] = admList{slots: slices.Clone(l.slots), byCreated: slices.Clone(l.byCreated), prio: slices.Clone(l.prio)}
+			out.adm[q][f] = admList{slots: slices.Clone(l.slots), byCreated: slices.Clone(l.byCreated), prio: slices.Clone(l.prio),
+				vkeys: slices.Clone(l.vkeys), ckeys: slices.Clone(l.ckeys)}
 		}
 	}
 	for i := range out.classes {
@@ -462,14 +516,23 @@ func (s *Snapshot) classFor(q int, req resVec, topo Level, pin int, cands []cand
 
 // staticCmp orders pending workloads of one queue: priority descending
 // (not in FirstComeFirstServed mode), then Created, then ID.
-func (s *Snapshot) staticCmp(a, b *Workload) int {
-	if pa, pb := s.oprio(a), s.oprio(b); pa != pb {
+func (s *Snapshot) staticCmp(a, b *wl) int {
+	if pa, pb := s.oprio(&a.w), s.oprio(&b.w); pa != pb {
 		return cmp.Compare(pb, pa)
 	}
-	if c := a.Created.Compare(b.Created); c != 0 {
+	if c := cmpCreated(a, b); c != 0 {
 		return c
 	}
-	return strings.Compare(a.ID, b.ID)
+	return strings.Compare(a.w.ID, b.w.ID)
+}
+
+// cmpCreated compares the Created of a and b (the wall clock, as the
+// integers kept for it).
+func cmpCreated(a, b *wl) int {
+	if a.crSec != b.crSec {
+		return cmp.Compare(a.crSec, b.crSec)
+	}
+	return cmp.Compare(a.crNs, b.crNs)
 }
 
 // victimCmp orders admitted workloads as preemption candidates: lower
@@ -488,27 +551,27 @@ func victimCmp(a, b *wl) int {
 }
 
 // createdCmp orders workloads by priority, Created and ID.
-func createdCmp(a, b *Workload) int {
-	if a.Priority != b.Priority {
-		return cmp.Compare(a.Priority, b.Priority)
+func createdCmp(a, b *wl) int {
+	if a.w.Priority != b.w.Priority {
+		return cmp.Compare(a.w.Priority, b.w.Priority)
 	}
-	if c := a.Created.Compare(b.Created); c != 0 {
+	if c := cmpCreated(a, b); c != 0 {
 		return c
 	}
-	return strings.Compare(a.ID, b.ID)
+	return strings.Compare(a.w.ID, b.w.ID)
 }
 
 func (s *Snapshot) insertMember(c int32, slot int32) {
 	cl := &s.classes[c]
-	w := &s.ws[slot].w
-	i, _ := slices.BinarySearchFunc(cl.members, slot, func(m, _ int32) int { return s.staticCmp(&s.ws[m].w, w) })
+	x := &s.ws[slot]
+	i, _ := slices.BinarySearchFunc(cl.members, slot, func(m, _ int32) int { return s.staticCmp(&s.ws[m], x) })
 	cl.members = slices.Insert(cl.members, i, slot)
 }
 
 func (s *Snapshot) removeMember(c int32, slot int32) {
 	cl := &s.classes[c]
-	w := &s.ws[slot].w
-	i, ok := slices.BinarySearchFunc(cl.members, slot, func(m, _ int32) int { return s.staticCmp(&s.ws[m].w, w) })
+	x := &s.ws[slot]
+	i, ok := slices.BinarySearchFunc(cl.members, slot, func(m, _ int32) int { return s.staticCmp(&s.ws[m], x) })
 	if ok {
 		cl.members = slices.Delete(cl.members, i, i+1)
 	}
@@ -517,10 +580,14 @@ func (s *Snapshot) removeMember(c int32, slot int32) {
 func (s *Snapshot) insertAdmitted(slot int32) {
 	x := &s.ws[slot]
 	l := &s.adm[x.q][x.fl]
-	i, _ := slices.BinarySearchFunc(l.slots, slot, func(m, _ int32) int { return victimCmp(&s.ws[m], x) })
+	vk := admKey{prio: x.w.Priority, ns: x.atNs, sec: x.atSec}
+	i, _ := s.searchAdm(l.slots, l.vkeys, vk, x, victimKeyCmp)
 	l.slots = slices.Insert(l.slots, i, slot)
-	i, _ = slices.BinarySearchFunc(l.byCreated, slot, func(m, _ int32) int { return createdCmp(&s.ws[m].w, &x.w) })
+	l.vkeys = slices.Insert(l.vkeys, i, vk)
+	ck := admKey{prio: x.w.Priority, ns: x.crNs, sec: x.crSec}
+	i, _ = s.searchAdm(l.byCreated, l.ckeys, ck, x, createdKeyCmp)
 	l.byCreated = slices.Insert(l.byCreated, i, slot)
+	l.ckeys = slices.Insert(l.ckeys, i, ck)
 	j, ok := slices.BinarySearchFunc(l.prio, x.w.Priority, func(p prioSum, t int32) int { return cmp.Compare(p.prio, t) })
 	if !ok {
 		l.prio = slices.Insert(l.prio, j, prioSum{prio: x.w.Priority})
@@ -532,13 +599,17 @@ func (s *Snapshot) insertAdmitted(slot int32) {
 func (s *Snapshot) removeAdmitted(slot int32) {
 	x := &s.ws[slot]
 	l := &s.adm[x.q][x.fl]
-	i, ok := slices.BinarySearchFunc(l.slots, slot, func(m, _ int32) int { return victimCmp(&s.ws[m], x) })
+	vk := admKey{prio: x.w.Priority, ns: x.atNs, sec: x.atSec}
+	i, ok := s.searchAdm(l.slots, l.vkeys, vk, x, victimKeyCmp)
 	if ok {
 		l.slots = slices.Delete(l.slots, i, i+1)
+		l.vkeys = slices.Delete(l.vkeys, i, i+1)
 	}
-	i, ok = slices.BinarySearchFunc(l.byCreated, slot, func(m, _ int32) int { return createdCmp(&s.ws[m].w, &x.w) })
+	ck := admKey{prio: x.w.Priority, ns: x.crNs, sec: x.crSec}
+	i, ok = s.searchAdm(l.byCreated, l.ckeys, ck, x, createdKeyCmp)
 	if ok {
 		l.byCreated = slices.Delete(l.byCreated, i, i+1)
+		l.ckeys = slices.Delete(l.ckeys, i, i+1)
 	}
 	j, ok := slices.BinarySearchFunc(l.prio, x.w.Priority, func(p prioSum, t int32) int { return cmp.Compare(p.prio, t) })
 	if ok {

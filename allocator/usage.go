@@ -72,18 +72,28 @@ func (s *Snapshot) Standing() []QueueStanding {
 // no longer holds that admission (finished, evicted, re-admitted).
 type ending struct {
 	at   time.Time
+	sec  int64 // at, for the heap's comparisons (the times of one run
+	ns   int32 // share their clock, so wall order is at's order)
 	slot int32
 	adm  *Admission
 	id   string
 }
 
+func newEnding(at time.Time, slot int32, a *Admission, id string) ending {
+	return ending{at: at, sec: at.Unix(), ns: int32(at.Nanosecond()), slot: slot, adm: a, id: id}
+}
+
 type endHeap []ending
 
 func (h endHeap) less(i, j int) bool {
-	if c := h[i].at.Compare(h[j].at); c != 0 {
-		return c < 0
+	a, b := &h[i], &h[j]
+	if a.sec != b.sec {
+		return a.sec < b.sec
 	}
-	return h[i].id < h[j].id
+	if a.ns != b.ns {
+		return a.ns < b.ns
+	}
+	return a.id < b.id
 }
 
 // init, push and pop are container/heap's, typed (no boxing).
@@ -163,7 +173,7 @@ func (s *Snapshot) endings(endOf func(slot int32) (time.Time, bool)) endHeap {
 			continue
 		}
 		if t, ok := endOf(int32(slot)); ok {
-			h = append(h, ending{at: maxTime(t, s.now), slot: int32(slot), adm: x.w.Admission, id: x.w.ID})
+			h = append(h, newEnding(maxTime(t, s.now), int32(slot), x.w.Admission, x.w.ID))
 		}
 	}
 	h.init()
@@ -177,7 +187,7 @@ func (s *Snapshot) pushEnd(h *endHeap, endOf func(slot int32) (time.Time, bool),
 		return
 	}
 	x := &s.ws[slot]
-	h.push(ending{at: maxTime(t, s.now), slot: slot, adm: x.w.Admission, id: x.w.ID})
+	h.push(newEnding(maxTime(t, s.now), slot, x.w.Admission, x.w.ID))
 }
 
 // runWith is run on a heap of ends kept by the caller: stale entries

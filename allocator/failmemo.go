@@ -1,0 +1,76 @@
+package allocator
+
+import "time"
+
+// One head a cycle (the AdmissionFairSharing and FirstComeFirstServed
+// modes), a head that cannot be admitted has no effect but its class's
+// drop: the quota it holds back is given back before the next head. So
+// a nomination known to fail need not be run. Most failures repeat: a
+// class's next head is nominated again in the same state, or after
+// changes that only take room (admissions), and fails the same way. A
+// failMemo records a class's failure and what could undo it, per
+// candidate flavor f:
+//
+//   - freedGPUs[f]: GPUs given back on f (an end, a preemption, an
+//     eviction): more quota and free nodes;
+//   - flipGen[f] and reclaimGen[f], only if the queue may reclaim f
+//     (mayReclaim): a queue starting or stopping to borrow, or admitting
+//     while it borrows, changes the other queues' candidates;
+//   - whether the GPUs fitted the queue's available quota on f: a fit
+//     stops the flavor search there (the flavors before it are not
+//     searched), so losing it opens the search to them.
+//
+// Without those, nothing else makes a failed head admissible: an
+// admission by anyone takes quota and nodes, and one that becomes a
+// preemption candidate gives back, with all candidates gone, only what
+// it took (mayReclaim cannot turn true without a release). The quota a
+// cycle holds back for a head is always given back at the cycle's end,
+// so no nomination sees it. A later head of the class (lower priority,
+// or equal and not earlier Created) has no more candidates than the one
+// recorded. The memo is a cache (the nominations are exact without it);
+// TestPropertyEstimator and the reference tests compare against runs
+// that do not share it.
+type failMemo struct {
+	ok      bool
+	prio    int32
+	created time.Time
+	per     []memoFlavor // per candidate flavor of the class
+}
+
+type memoFlavor struct {
+	freed   int64
+	flip    uint64
+	reclaim uint64
+	mayRec  bool
+	fits    bool
+}
+
+// memoFails reports whether the head w of class c (queue q) is known to
+// fail its nomination.
+func (s *Snapshot) memoFails(m *failMemo, c *class, q int, w *Workload) bool {
+	if !m.ok || w.Priority > m.prio || (w.Priority == m.prio && w.Created.Before(m.created)) {
+		return false
+	}
+	for i, k := range c.cands {
+		e := &m.per[i]
+		f := k.f
+		if e.freed != s.freedGPUs[f] || (e.mayRec && (e.flip != s.flipGen[f] || e.reclaim != s.reclaimGen[f])) ||
+			(e.fits && w.GPUs > s.available(q, int(f))) {
+			return false
+		}
+	}
+	return true
+}
+
+// memoFailure records that head w of class c (queue q) failed.
+func (s *Snapshot) memoFailure(m *failMemo, c *class, q int, w *Workload) {
+	if len(m.per) != len(c.cands) {
+		m.per = make([]memoFlavor, len(c.cands))
+	}
+	m.ok, m.prio, m.created = true, w.Priority, w.Created
+	for i, k := range c.cands {
+		f := int(k.f)
+		m.per[i] = memoFlavor{freed: s.freedGPUs[f], flip: s.flipGen[f], reclaim: s.reclaimGen[f],
+			mayRec: s.mayReclaim(q, f), fits: w.GPUs <= s.available(q, f)}
+	}
+}
