@@ -91,20 +91,16 @@ func (s *Service) listRequests(c *call, keep func(records.Request) bool) ([]reco
 	if len(c.w.order) == 0 {
 		return s.cache.list(keep), nil
 	}
-	all := s.cache.list(nil)
-	seen := map[string]bool{}
-	out := all[:0]
-	for _, r := range all {
-		if w, ok := c.w.reqs[r.ID]; ok {
-			r = w
+	// The cache's requests that c has not written, then c's own writes:
+	// filtered first, so that only what keep accepts is copied and sorted.
+	out := s.cache.list(func(r records.Request) bool {
+		if _, ok := c.w.reqs[r.ID]; ok {
+			return false
 		}
-		seen[r.ID] = true
-		if keep == nil || keep(r) {
-			out = append(out, r)
-		}
-	}
+		return keep == nil || keep(r)
+	})
 	for _, id := range c.w.order {
-		if r := c.w.reqs[id]; !seen[id] && (keep == nil || keep(r)) {
+		if r := c.w.reqs[id]; keep == nil || keep(r) {
 			out = append(out, r)
 		}
 	}
