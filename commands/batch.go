@@ -32,8 +32,9 @@ type Committer interface {
 // StateKeeper is a Stepper whose state the service commits with its own
 // records of each change (the simulated cluster WithSavesByCaller).
 type StateKeeper interface {
-	// Unsaved returns the state to save, if it changed since Saved.
-	Unsaved() (records.NamedState, bool, error)
+	// Unsaved returns the states to save (a nil Data removes one), if
+	// it changed since Saved.
+	Unsaved() ([]records.NamedState, bool, error)
 	// Saved says the state last returned by Unsaved is durable.
 	Saved()
 	// Discard drops the changes that were not saved.
@@ -202,7 +203,7 @@ func (s *Service) commit(c *call, durable bool) error {
 			return err
 		}
 		if changed {
-			w.States = append(w.States, st)
+			w.States = append(w.States, st...)
 		}
 	}
 	first := c.committed
