@@ -89,12 +89,32 @@ func (s *Service) listRequests(c *call, keep func(records.Request) bool) ([]reco
 	if err := c.ctx.Err(); err != nil {
 		return nil, err
 	}
+	return s.listFrom(c, s.cache.list, keep), nil
+}
+
+// onElastic says whether r is on, or was switched to, elastic capacity:
+// the requests the elastic offer's lists (listElastic) look at.
+func (s *Service) onElastic(r records.Request) bool {
+	return r.Elastic != nil || s.set.Elastic.terms(r.Flavor).Elastic() || s.set.Elastic.terms(r.AdmittedFlavor).Elastic()
+}
+
+// listElastic is listRequests among the requests onElastic accepts;
+// keep must accept no other.
+func (s *Service) listElastic(c *call, keep func(records.Request) bool) ([]records.Request, error) {
+	if err := c.ctx.Err(); err != nil {
+		return nil, err
+	}
+	return s.listFrom(c, s.cache.listMarked, func(r records.Request) bool { return s.onElastic(r) && keep(r) }), nil
+}
+
+// listFrom lists with list (the cache's), as c sees it.
+func (s *Service) listFrom(c *call, list func(func(records.Request) bool) []records.Request, keep func(records.Request) bool) []records.Request {
 	if len(c.w.order) == 0 {
-		return s.cache.list(keep), nil
+		return list(keep)
 	}
 	// The cache's requests that c has not written, then c's own writes:
 	// filtered first, so that only what keep accepts is copied and sorted.
-	out := s.cache.list(func(r records.Request) bool {
+	out := list(func(r records.Request) bool {
 		if _, ok := c.w.reqs[r.ID]; ok {
 			return false
 		}
@@ -106,7 +126,7 @@ func (s *Service) listRequests(c *call, keep func(records.Request) bool) ([]reco
 		}
 	}
 	slices.SortFunc(out, func(a, b records.Request) int { return compareIDs(a.ID, b.ID) })
-	return out, nil
+	return out
 }
 
 // readRequests is listRequests for a computation that reads the requests

@@ -166,7 +166,7 @@ const provisioningLearned = 20
 // the median of the last provisionings the cluster did (asked → ready),
 // or the configured prior before there are any; and the words for it.
 func (s *Service) provisioningTime(c *call, t FlavorTerms) (time.Duration, string) {
-	done, err := s.listRequests(c, func(r records.Request) bool {
+	done, err := s.listElastic(c, func(r records.Request) bool {
 		_, ok := r.Elastic.ProvisioningTime()
 		return ok && (r.Flavor == t.Flavor || r.AdmittedFlavor == t.Flavor)
 	})
@@ -229,7 +229,7 @@ func (s *Service) weekSpend(c *call, team, skip string) spend {
 		sp.gpuHours += h
 		sp.money += h * t.PricePerGPUHour
 	}
-	open, err := s.listRequests(c, func(r records.Request) bool {
+	open, err := s.listElastic(c, func(r records.Request) bool {
 		return r.Team == team && r.ID != skip && (r.State == records.StateRunning || r.State == records.StateQueued) && s.set.Elastic.terms(r.Flavor).Elastic()
 	})
 	if err != nil {
