@@ -17,7 +17,10 @@
 // With WithInbox, Submit writes a keyed event to the inbox (and
 // deduplicates it there) before it returns, so before the adapter acks
 // it; the handler's commit marks it handled, and Recover handles at the
-// next start what a crash left unhandled. With WithOutbox, an output the
+// next start what a crash left unhandled. SubmitThen does the same
+// without waiting (the Slack adapter acks a command from its done):
+// events that arrive while the inbox is being written are written
+// together next, one fsync for all (group commit). With WithOutbox, an output the
 // handler kept (Output.Seq) leaves the outbox once delivered, and Replay
 // sends what is left at the next start, in order; a private reply older
 // than StaleReply is dropped then, with a log line.
