@@ -309,10 +309,33 @@ func TestEstimatesAreCoalesced(t *testing.T) {
 	if n := en.n(); n != 2 {
 		t.Errorf("%d full computations for a burst of 100 changes, want 2", n)
 	}
+	// What the metrics show of it (gpubot_estimate_*_total).
+	if st := e.svc.RefreshStats(); st.Changes < 100 || st.Simulated != 2 || st.Reused+st.Unchanged != 0 || st.Computing <= 0 {
+		t.Errorf("RefreshStats = %+v, want at least 100 changes, 2 simulated, none reused or unchanged, time spent", st)
+	}
 	// The queue now shows the latest: estimates for every waiting request.
 	q := text(e.svc.Handle(e.ctx, commands.Input{User: "alice", Text: "queue"})[0].Reply)
 	if strings.Contains(q, "no estimate") {
 		t.Errorf("the queue after settling lacks estimates:\n%s", q)
+	}
+}
+
+// TestRefreshStatsSayWhatTheEngineDid: with the default engine (an
+// allocator.Estimator), a refresh after a change simulates the queue, and
+// one marked stale with nothing changed is answered from the last result.
+func TestRefreshStatsSayWhatTheEngineDid(t *testing.T) {
+	e := newEnv(t, parse(t, small))
+	e.do("alice", "request 8xh100 for 1d")
+	e.do("dave", "request 8xh100 for 1d")
+	st := e.svc.RefreshStats()
+	if st.Simulated == 0 || st.Unchanged != 0 {
+		t.Fatalf("after two requests: %+v, want simulations and nothing unchanged", st)
+	}
+	e.svc.MarkEstimatesStale()
+	e.svc.Settle(e.ctx)
+	after := e.svc.RefreshStats()
+	if after.Simulated != st.Simulated || after.Unchanged != 1 || after.Changes != st.Changes+1 {
+		t.Errorf("a refresh with nothing changed: %+v after %+v, want one more unchanged and one more change", after, st)
 	}
 }
 

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -35,15 +36,24 @@ func WithEstimateEngine(e EstimateEngine) Option { return func(s *Service) { s.e
 var _ EstimateEngine = (*allocator.Estimator)(nil)
 
 // staleness is the refresher's "recompute" signal: marked by any number
-// of changes, taken once.
+// of changes, taken once. It counts the marks and the refreshes, for
+// RefreshStats.
 type staleness struct {
-	ch chan struct{}
+	ch    chan struct{}
+	stats *refreshCounters
 }
 
-func newStaleness() staleness { return staleness{ch: make(chan struct{}, 1)} }
+type refreshCounters struct {
+	changes, simulated, reused, unchanged, nanos atomic.Uint64
+}
+
+func newStaleness() staleness {
+	return staleness{ch: make(chan struct{}, 1), stats: &refreshCounters{}}
+}
 
 // changed marks the estimates stale. It never blocks.
 func (st staleness) changed() {
+	st.stats.changes.Add(1)
 	select {
 	case st.ch <- struct{}{}:
 	default:
@@ -86,6 +96,49 @@ func (s *Service) RunEstimates(ctx context.Context, clk clock.Clock, every time.
 	}
 }
 
+// RefreshStats says how the estimates were kept current since the
+// service started: the changes that marked them stale (a change of the
+// cluster or the queue, or refreshEvery passing) and the refreshes they
+// cost, by what the estimate engine did — Simulated (the queue simulated
+// again), Reused (rebuilt from the last simulations after an admission
+// they predicted), Unchanged (nothing it depends on had changed; always 0
+// but for an allocator.Estimator, whose counts say which) — and the time
+// spent in the engine. Changes far above the refreshes is the coalescing
+// at work.
+type RefreshStats struct {
+	Changes, Simulated, Reused, Unchanged uint64
+	Computing                             time.Duration
+}
+
+// RefreshStats returns the counts so far. It never waits.
+func (s *Service) RefreshStats() RefreshStats {
+	c := s.estimates.stats
+	return RefreshStats{Changes: c.changes.Load(), Simulated: c.simulated.Load(), Reused: c.reused.Load(),
+		Unchanged: c.unchanged.Load(), Computing: time.Duration(c.nanos.Load())}
+}
+
+// computeEstimates runs the engine and counts what it did (under emu).
+func (s *Service) computeEstimates(snap *allocator.Snapshot, opts allocator.EstimateOptions) map[string]allocator.Estimate {
+	c := s.estimates.stats
+	est, counted := s.engine.(*allocator.Estimator)
+	var rec, reu int
+	if counted {
+		rec, reu = est.Recomputed, est.Reused
+	}
+	start := s.watch.Now()
+	ests := s.engine.Estimates(snap, opts)
+	c.nanos.Add(uint64(max(s.watch.Since(start), 0)))
+	switch {
+	case !counted || est.Recomputed > rec:
+		c.simulated.Add(1)
+	case est.Reused > reu:
+		c.reused.Add(1)
+	default:
+		c.unchanged.Add(1)
+	}
+	return ests
+}
+
 // Settle recomputes the estimates now if anything changed since they
 // were last made, and returns the posts of those that moved. The console
 // and tests call it after each step so that replies come in order.
@@ -107,7 +160,7 @@ func (s *Service) refresh(ctx context.Context) (outs []Output) {
 	v := s.view()
 	snap := v.snap.Clone()
 	opts := s.estimateOptions(c)
-	ests := s.engine.Estimates(snap, opts)
+	ests := s.computeEstimates(snap, opts)
 	s.setEstimates(ests, opts, s.requestMix(c), c.now)
 	defer s.enter(c)()
 	s.postEstimates(c, snap, ests)

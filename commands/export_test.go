@@ -10,3 +10,7 @@ func (s *Service) LockWaiters(id string) int {
 	}
 	return 0
 }
+
+// MarkEstimatesStale marks the estimates stale as a change would, without
+// changing anything.
+func (s *Service) MarkEstimatesStale() { s.estimates.changed() }

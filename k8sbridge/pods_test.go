@@ -3,6 +3,7 @@ package k8sbridge_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -283,7 +284,7 @@ func TestPodsGoingWithTheirNodeAreNotNoise(t *testing.T) {
 	admit(w1, "h100", t0.Add(time.Minute))
 	p1 := jobPod(j1, 1)
 	f := newFake([]runtime.Object{gpuNode("n1", "r1", 8), gpuNode("n2", "r1", 8), j1, p1}, []runtime.Object{w1})
-	_, ev := startFake(t, f, k8sbridge.WithClock(clk))
+	b, ev := startFake(t, f, k8sbridge.WithClock(clk))
 	ev.wait(t, allocator.EventAdmitted, "r1")
 	setPod(t, f, p1, func(p *corev1.Pod) { running(p, t0.Add(90*time.Second)) })
 	ev.wait(t, allocator.EventPodsReady, "r1")
@@ -292,6 +293,10 @@ func TestPodsGoingWithTheirNodeAreNotNoise(t *testing.T) {
 	if err := f.kube.CoreV1().Nodes().Delete(context.Background(), "n1", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// The node and pod informers are separate: the pod's failure must not
+	// be seen before the node's deletion (this test is of the bridge
+	// knowing the node is gone, not of the order of two watches).
+	waitNodeGone(t, b, "n1")
 	setPod(t, f, p1, func(p *corev1.Pod) {
 		p.Status.Phase = corev1.PodFailed
 		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "NodeLost"}}
@@ -313,4 +318,23 @@ func TestPodsGoingWithTheirNodeAreNotNoise(t *testing.T) {
 	ev2.wait(t, allocator.EventPodsReady, "r2")
 	setPod(t, f2, p2, imagePullBackOff)
 	ev2.wait(t, allocator.EventPodsNotReady, "r2")
+}
+
+// waitNodeGone waits until b's view of the cluster no longer has node.
+func waitNodeGone(t *testing.T, b *k8sbridge.Bridge, node string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		snap, err := b.Snapshot(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(snap.Cluster().Nodes, func(n allocator.Node) bool { return n.Name == node }) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the bridge still shows node %s 10 s after its deletion", node)
+		}
+		time.Sleep(5 * time.Millisecond) // an informer's watch: no clock to step
+	}
 }

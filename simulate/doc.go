@@ -152,7 +152,12 @@
 // See packing.go: the FGD paper's experiment and measure, on a model with
 // shares of GPUs, CPU and memory; the figures are comparable point by
 // point with the paper's Fig. 9(a), which the report shows beside them
-// for the openb default trace.
+// for the openb default trace (and the artifact's figures for
+// gpushare100). fgd-scored follows the artifact's scheduler where it
+// differs from the paper's text: its typical task types
+// (packing_typical.go: CPU-only pods included, the most frequent up to
+// 95 % of pods) and its node order for equal scores (a random
+// permutation drawn once per seed, see newPacker).
 //
 // # Caveats
 //

@@ -18,19 +18,34 @@ type ptype struct {
 	models uint64 // allowed models (bit per model); all ones for any
 }
 
-// mtype is a typical task type of the fragmentation measure.
+// mtype is a typical task type of a fragmentation measure; gpus 0 is a
+// CPU-only type (fgd-scored's measure only), for which all of a node's
+// free GPU capacity counts.
 type mtype struct {
 	gpus   int
 	milli  int32
 	cpu    int64
 	models uint64
 	p      float64
-	mi     int // index in packer.millis
+	mi     int // index in measure.millis
+}
+
+// measure is a fragmentation measure: its typical task types, the
+// distinct per-GPU shares they ask for, and scratch space.
+type measure struct {
+	types  []mtype
+	millis []int32
+	part   []int64 // per millis entry
+}
+
+func newMeasure(types []mtype, millis []int32) *measure {
+	return &measure{types: types, millis: millis, part: make([]int64, len(millis))}
 }
 
 // pnode is one node in the packer.
 type pnode struct {
 	name     string
+	rank     int // fgd-scored's tie-break: the lower rank wins
 	model    int
 	free     []int32 // per GPU, thousandths
 	cpu, mem int64   // free
@@ -38,6 +53,7 @@ type pnode struct {
 	maxFree  int32
 	sumFree  int64
 	frag     float64 // F_n, kept up to date
+	dfrag    float64 // F_n by the placement's measure (frag unless fgd-scored)
 	ver      uint32  // bumped at every change
 	cacheVer []uint32
 	cacheD   []float64 // per pod type: ΔF of the best GPU choice
@@ -47,21 +63,24 @@ type pnode struct {
 type packer struct {
 	nodes  []*pnode
 	types  []ptype
-	meas   []mtype
-	millis []int32 // distinct per-GPU shares of the measure types
+	meas   *measure // the reported measure
+	dec    *measure // the measure the placement decides by (meas unless fgd-scored)
 	policy string
 	rnd    *rand.Rand
 	cap    float64 // GPUs
 	alloc  int64   // allocated, thousandths
 	frag   float64
 	failed int
-	part   []int64 // scratch: per millis entry
 	tmp    []int32 // scratch free list
 }
 
-func newPacker(nodes []Node, modelIdx map[string]int, types []ptype, meas []mtype, millis []int32, policy string, seed uint64) *packer {
-	pk := &packer{types: types, meas: meas, millis: millis, policy: policy, rnd: rand.New(rand.NewPCG(seed, 0x5eed)),
-		part: make([]int64, len(millis))}
+// newPacker builds a packer; dec is the measure the placement decides by
+// (nil: meas).
+func newPacker(nodes []Node, modelIdx map[string]int, types []ptype, meas, dec *measure, policy string, seed uint64) *packer {
+	if dec == nil {
+		dec = meas
+	}
+	pk := &packer{types: types, meas: meas, dec: dec, policy: policy, rnd: rand.New(rand.NewPCG(seed, 0x5eed))}
 	for _, n := range nodes {
 		pn := &pnode{name: n.Name, model: modelIdx[Flavor(n.Model)], free: make([]int32, n.GPUs), cpu: n.CPU, mem: n.Memory,
 			cacheVer: make([]uint32, len(types)), cacheD: make([]float64, len(types)), cacheG: make([]int16, len(types))}
@@ -80,6 +99,16 @@ func newPacker(nodes []Node, modelIdx map[string]int, types []ptype, meas []mtyp
 		pk.cap += float64(n.GPUs)
 		pk.nodes = append(pk.nodes, pn)
 	}
+	if policy == "fgd-scored" {
+		// The artifact's simulator creates its nodes under new names, a
+		// number from a seeded random permutation of the nodes (in name
+		// order) before the name (pkg/simulator/simulator.go,
+		// syncClusterResourceList): its selectHost's "first by name" is
+		// a random node order drawn once per run.
+		for i, r := range rand.New(rand.NewPCG(seed, 0x4a3e)).Perm(len(pk.nodes)) {
+			pk.nodes[i].rank = r
+		}
+	}
 	return pk
 }
 
@@ -93,28 +122,33 @@ func (pk *packer) refresh(n *pnode) {
 		n.maxFree = max(n.maxFree, f)
 		n.sumFree += int64(f)
 	}
-	n.frag = pk.fragOf(n, n.free, n.cpu, n.fullFree, n.maxFree, n.sumFree)
+	n.frag = fragOf(pk.meas, n, n.free, n.cpu, n.fullFree, n.maxFree, n.sumFree)
+	n.dfrag = n.frag
+	if pk.dec != pk.meas {
+		n.dfrag = fragOf(pk.dec, n, n.free, n.cpu, n.fullFree, n.maxFree, n.sumFree)
+	}
 }
 
-// fragOf is F_n for a node of n's model in the given state, in GPUs.
-func (pk *packer) fragOf(n *pnode, free []int32, cpu int64, fullFree int, maxFree int32, sumFree int64) float64 {
+// fragOf is F_n by measure ms for a node of n's model in the given state,
+// in GPUs.
+func fragOf(ms *measure, n *pnode, free []int32, cpu int64, fullFree int, maxFree int32, sumFree int64) float64 {
 	if sumFree == 0 {
 		return 0
 	}
-	for i, m := range pk.millis {
+	for i, m := range ms.millis {
 		var s int64
 		for _, f := range free {
 			if f < m {
 				s += int64(f)
 			}
 		}
-		pk.part[i] = s
+		ms.part[i] = s
 	}
 	total := 0.0
-	for i := range pk.meas {
-		t := &pk.meas[i]
+	for i := range ms.types {
+		t := &ms.types[i]
 		var f int64
-		fits := t.models&(1<<n.model) != 0 && cpu >= t.cpu
+		fits := t.gpus > 0 && t.models&(1<<n.model) != 0 && cpu >= t.cpu
 		if fits {
 			if t.milli == 1000 {
 				fits = fullFree >= t.gpus
@@ -123,7 +157,7 @@ func (pk *packer) fragOf(n *pnode, free []int32, cpu int64, fullFree int, maxFre
 			}
 		}
 		if fits {
-			f = pk.part[t.mi]
+			f = ms.part[t.mi]
 		} else {
 			f = sumFree
 		}
@@ -169,14 +203,14 @@ func (pk *packer) delta(n *pnode, k int) (float64, int) {
 				taken++
 			}
 		}
-		best = pk.stateFrag(n, pk.tmp, n.cpu-t.cpu) - n.frag
+		best = pk.stateFrag(n, pk.tmp, n.cpu-t.cpu) - n.dfrag
 	default:
 		for g, f := range n.free {
 			if f < t.milli || slices.Contains(n.free[:g], f) { // same share, same outcome
 				continue
 			}
 			pk.tmp[g] = f - t.milli
-			d := pk.stateFrag(n, pk.tmp, n.cpu-t.cpu) - n.frag
+			d := pk.stateFrag(n, pk.tmp, n.cpu-t.cpu) - n.dfrag
 			pk.tmp[g] = f
 			switch {
 			case pk.policy == "fgd-scored":
@@ -198,7 +232,8 @@ func (pk *packer) delta(n *pnode, k int) (float64, int) {
 // GPUs), negated so that lower is better: −⌊100·σ(−d)⌋.
 func fgdScore(d float64) float64 { return -math.Floor(100 / (1 + math.Exp(d))) }
 
-// stateFrag is F_n with the GPUs' free shares free and cpu free CPU.
+// stateFrag is F_n by the placement's measure with the GPUs' free shares
+// free and cpu free CPU.
 func (pk *packer) stateFrag(n *pnode, free []int32, cpu int64) float64 {
 	full, mx, sum := 0, int32(0), int64(0)
 	for _, f := range free {
@@ -208,7 +243,7 @@ func (pk *packer) stateFrag(n *pnode, free []int32, cpu int64) float64 {
 		mx = max(mx, f)
 		sum += int64(f)
 	}
-	return pk.fragOf(n, free, cpu, full, mx, sum)
+	return fragOf(pk.dec, n, free, cpu, full, mx, sum)
 }
 
 // place puts a pod of type k on a node by the policy; false if none fits.
@@ -277,15 +312,17 @@ func (pk *packer) place(k int) bool {
 	case "fgd-scored":
 		// As a Kubernetes score plugin in the FGD artifact's scheduler: an
 		// integer score 0–100 from a sigmoid of the fragmentation's
-		// decrease, in GPUs; its selectHost takes the best score and, among
-		// equal scores, the node whose name sorts first.
+		// decrease, in GPUs, by the artifact's typical task types; its
+		// selectHost takes the best score and, among equal scores, the
+		// node whose name sorts first, which is the node of lowest rank
+		// (see newPacker).
 		for _, n := range pk.nodes {
 			if !fits(t, n) {
 				continue
 			}
 			d, g := pk.delta(n, k)
 			score := fgdScore(d)
-			if best == nil || score < bestD || (score == bestD && n.name < best.name) {
+			if best == nil || score < bestD || (score == bestD && n.rank < best.rank) {
 				best, bestD, bestG = n, score, g
 			}
 		}

@@ -35,7 +35,7 @@ import (
 // per GPU, CPU, GPU models) among the trace's GPU pods. Memory counts
 // for fitting but does not make a task type of its own.
 //
-// Placements (ties go to the node first by name):
+// Placements (ties go to the node first by name unless said otherwise):
 //
 //   - random: a node drawn uniformly among those that fit; a share goes on
 //     a GPU drawn uniformly among those with room.
@@ -48,11 +48,15 @@ import (
 //     fragmentation-aware placement generalised to shares); ties go to
 //     the node with less free GPU capacity.
 //   - fgd-scored: FGD as the paper's Kubernetes scheduler plugin applies
-//     it: each node gets the integer score ⌊100·σ(−ΔF)⌋ (σ the logistic
-//     function, ΔF the growth in GPUs) and, as the artifact's scheduler
-//     (its selectHost) does, the best score wins with equal scores going
-//     to the node whose name sorts first; so near-ties (within a few
-//     hundredths of a GPU) go by name rather than to the fuller node.
+//     it (hkust-adsl/kubernetes-scheduler-simulator): each node gets the
+//     integer score ⌊100·σ(−ΔF)⌋ (σ the logistic function, ΔF the growth
+//     in GPUs by the artifact's typical task types, packing_typical.go);
+//     a share goes on the first GPU with the best score; the best score
+//     wins and, as the artifact's selectHost takes the first name among
+//     equal scores and its simulator names the nodes after a seeded
+//     random permutation, equal scores go to the node first in an order
+//     drawn once per seed. Near-ties (within a few hundredths of a GPU)
+//     thus go to that order rather than to the fuller node.
 //
 // Which node resources must fit is a choice (Resources): GPUs always;
 // CPU and memory by default, as in the paper's simulator.
@@ -191,6 +195,7 @@ func Packing(s PackingSetup) (*Report, error) {
 		podType = append(podType, k)
 	}
 	meas, millis := measureTypes(types, podType)
+	artTypes, artMillis := artifactTypes(s.Trace.Jobs, modelIdx, frac, s.IgnoreCPU)
 	res := &PackingResult{Placements: places, Fractional: string(frac), Resources: "gpu", Curves: map[string][]PackingPoint{}, PerSeed: map[string][][]PackingPoint{}}
 	if !s.IgnoreCPU {
 		res.Resources += ",cpu"
@@ -231,7 +236,12 @@ func Packing(s PackingSetup) (*Report, error) {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			seed := res.Seeds[t.seed]
-			pk := newPacker(sorted, modelIdx, types, meas, millis, t.place, seed)
+			// Every run has its own measures (they hold scratch space).
+			var dec *measure
+			if t.place == "fgd-scored" {
+				dec = newMeasure(artTypes, artMillis)
+			}
+			pk := newPacker(sorted, modelIdx, types, newMeasure(meas, millis), dec, t.place, seed)
 			order := make([]int, len(podType))
 			for i := range order {
 				order[i] = i

@@ -248,8 +248,12 @@ func TestPackingByHand(t *testing.T) {
 	}
 }
 
-// testPacker builds a packer as Packing does.
+// testPacker builds a packer as Packing does, for seed 1.
 func testPacker(nodes []Node, jobs []Job, place string) (*packer, []int) {
+	return testPackerSeed(nodes, jobs, place, 1)
+}
+
+func testPackerSeed(nodes []Node, jobs []Job, place string, seed uint64) (*packer, []int) {
 	modelIdx := map[string]int{}
 	for _, n := range nodes {
 		if _, ok := modelIdx[Flavor(n.Model)]; !ok {
@@ -270,7 +274,11 @@ func testPacker(nodes []Node, jobs []Job, place string) (*packer, []int) {
 		podType = append(podType, k)
 	}
 	meas, millis := measureTypes(types, podType)
-	return newPacker(nodes, modelIdx, types, meas, millis, place, 1), podType
+	var dec *measure
+	if place == "fgd-scored" {
+		dec = newMeasure(artifactTypes(jobs, modelIdx, FractionalShare, false))
+	}
+	return newPacker(nodes, modelIdx, types, newMeasure(meas, millis), dec, place, seed), podType
 }
 
 // TestPackingSample runs the packing mode on the openb sample: every
@@ -369,30 +377,134 @@ func TestPackingOpenBAgainstPaper(t *testing.T) {
 	}
 }
 
-// TestFGDScoredTiesByName: nodes listed out of name order, all empty, so
-// every node gets the same score: fgd-scored, like the FGD artifact's
-// selectHost, puts each pod on the node whose name sorts first, whatever
-// the seed.
-func TestFGDScoredTiesByName(t *testing.T) {
-	nodes := []Node{{Name: "n3", Model: "X", GPUs: 2}, {Name: "n1", Model: "X", GPUs: 2}, {Name: "n2", Model: "X", GPUs: 2}}
+// TestFGDScoredAgainstPaper holds fgd-scored to the mean of the FGD
+// paper's ten seeds within 0.2 points at every point, on the default pod
+// list and on gpushare100, over ten seeds (skipped without the traces).
+// With ties by name rather than by the seeded node order, gpushare100 is
+// 0.25 points off; with neither that nor the artifact's typical types,
+// 0.45.
+func TestFGDScoredAgainstPaper(t *testing.T) {
+	for _, pods := range []string{"openb_pod_list_default.csv", "openb_pod_list_gpushare100.csv"} {
+		nodes, tr := openB(t, pods)
+		rep, err := Packing(PackingSetup{Nodes: nodes.Nodes, Trace: tr, Seeds: 10, Seed: 1, Placements: []string{"fgd-scored"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref := rep.Packing.Reference
+		if ref == nil {
+			t.Fatalf("%s: no reference", pods)
+		}
+		for i, a := range ref.Arrived {
+			ours, theirs := rep.Packing.Curves["fgd-scored"][a].Unallocated.Mean, ref.Unallocated["FGD"][i]
+			if math.Abs(ours-theirs) > 0.2 {
+				t.Errorf("%s at %d%%: %.2f%% unallocated, the paper %.2f%%", pods, a, ours, theirs)
+			}
+		}
+	}
+}
+
+// TestFGDScoredTiesBySeededOrder: all nodes empty, so every node gets
+// the same score: fgd-scored, like the FGD artifact (whose node names
+// begin with a number from a seeded permutation, and whose selectHost
+// takes the first name among equal scores), fills the nodes in an order
+// drawn once per seed: the same seed fills the same nodes, lowest rank
+// first, and the seeds do not all pick the nodes first by name.
+func TestFGDScoredTiesBySeededOrder(t *testing.T) {
+	var nodes []Node
+	for i := range 6 {
+		nodes = append(nodes, Node{Name: fmt.Sprintf("n%d", i), Model: "X", GPUs: 2})
+	}
 	jobs := []Job{{ID: "a", GPUs: 2, Milli: 1000}, {ID: "b", GPUs: 2, Milli: 1000}}
-	for seed := uint64(1); seed <= 8; seed++ {
-		pk, podType := testPacker(nodes, jobs, "fgd-scored")
-		pk.rnd = rand.New(rand.NewPCG(seed, seed))
+	fill := func(seed uint64) []string {
+		pk, podType := testPackerSeed(nodes, jobs, "fgd-scored", seed)
+		var full []string
 		for _, k := range podType {
 			if !pk.place(k) {
 				t.Fatalf("seed %d: a pod did not fit", seed)
 			}
 		}
-		var full []string
+		byRank := slices.Clone(pk.nodes)
+		slices.SortFunc(byRank, func(a, b *pnode) int { return a.rank - b.rank })
+		for i, n := range byRank {
+			if full := n.fullFree == 0; full != (i < 2) {
+				t.Errorf("seed %d: node %s of rank %d full %v; want the two of lowest rank full", seed, n.name, n.rank, full)
+			}
+		}
 		for _, n := range pk.nodes {
 			if n.fullFree == 0 {
 				full = append(full, n.name)
 			}
 		}
-		if strings.Join(full, ",") != "n1,n2" && strings.Join(full, ",") != "n2,n1" {
-			t.Errorf("seed %d: full nodes %v; want n1 and n2 (first by name)", seed, full)
+		return full
+	}
+	byName := 0
+	for seed := uint64(1); seed <= 8; seed++ {
+		got := fill(seed)
+		if again := fill(seed); !slices.Equal(got, again) {
+			t.Errorf("seed %d: full nodes %v, then %v", seed, got, again)
 		}
+		if slices.Equal(got, []string{"n0", "n1"}) {
+			byName++
+		}
+	}
+	if byName == 8 {
+		t.Error("every seed filled the nodes first by name")
+	}
+}
+
+// TestArtifactTypes: fgd-scored's typical task types are the FGD
+// artifact's: CPU-only pods count, the most frequent types are kept until
+// they hold 95 % of the pods (equal counts: the larger CPU first), their
+// shares scaled to sum to 1; a pod asking for no CPU counts as 100
+// millicores; memory is not part of a type.
+func TestArtifactTypes(t *testing.T) {
+	var jobs []Job
+	add := func(n int, j Job) {
+		for range n {
+			jobs = append(jobs, j)
+		}
+	}
+	add(50, Job{GPUs: 1, Milli: 500, CPU: 4000, Memory: 1})
+	add(10, Job{GPUs: 1, Milli: 500, CPU: 4000, Memory: 2}) // the same type
+	add(25, Job{CPU: 8000})                                 // CPU only
+	add(6, Job{GPUs: 1, Milli: 1000, CPU: 2000})
+	add(6, Job{GPUs: 1, Milli: 1000, CPU: 6000, Models: []string{"X"}}) // ties with the one above, more CPU
+	add(3, Job{GPUs: 2, Milli: 1000})                                   // no CPU
+	// 100 pods: 60 + 25 + 6 = 91 < 95, + 6 = 97: four types.
+	got, millis := artifactTypes(jobs, map[string]int{"x": 0, "y": 1}, FractionalShare, false)
+	want := []mtype{
+		{gpus: 1, milli: 500, cpu: 4000, models: ^uint64(0), p: 60.0 / 97},
+		{gpus: 0, milli: 0, cpu: 8000, models: ^uint64(0), p: 25.0 / 97},
+		{gpus: 1, milli: 1000, cpu: 6000, models: 1, p: 6.0 / 97},
+		{gpus: 1, milli: 1000, cpu: 2000, models: ^uint64(0), p: 6.0 / 97},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("types %+v; want %+v", got, want)
+	}
+	for i := range want {
+		g := got[i]
+		if g.gpus != want[i].gpus || g.milli != want[i].milli || g.cpu != want[i].cpu || g.models != want[i].models || !near(g.p, want[i].p) || millis[g.mi] != g.milli {
+			t.Errorf("type %d: %+v; want %+v", i, g, want[i])
+		}
+	}
+	// A pod asking for no CPU counts as 100 millicores: 100 more of the
+	// 2-GPU pods make theirs the most frequent type (103 of 200), and the
+	// types held are 103 + 60 + 25 + 6 = 194.
+	add(100, Job{GPUs: 2, Milli: 1000})
+	got, _ = artifactTypes(jobs, map[string]int{"x": 0}, FractionalShare, false)
+	if len(got) != 4 || got[0].gpus != 2 || got[0].cpu != 100 || !near(got[0].p, 103.0/194) {
+		t.Errorf("types %+v; want four, the first of 2 GPUs, 100 millicores, 103/194", got)
+	}
+}
+
+// TestCPUOnlyTypeFragments: in fgd-scored's measure a CPU-only type
+// counts all of a node's free GPU capacity, whatever CPU is left.
+func TestCPUOnlyTypeFragments(t *testing.T) {
+	ms := newMeasure([]mtype{{gpus: 0, cpu: 1000, models: ^uint64(0), p: 0.25}, {gpus: 1, milli: 1000, models: ^uint64(0), p: 0.75, mi: 1}}, []int32{0, 1000})
+	n := &pnode{free: []int32{1000, 400}, cpu: 8000}
+	// CPU-only: 1.4 GPUs; the 1-GPU type: the 0.4 it cannot use.
+	if got, want := fragOf(ms, n, n.free, n.cpu, 1, 1000, 1400), 0.25*1.4+0.75*0.4; !near(got, want) {
+		t.Errorf("F = %v; want %v", got, want)
 	}
 }
 

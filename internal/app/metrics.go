@@ -254,10 +254,49 @@ type slackState interface {
 	RateLimited() uint64
 }
 
-// watchCluster adds the GPU metrics of svc's cluster, and the zombie
-// metrics when the store keeps zombies.
+// refreshSource says how the estimates were kept current;
+// *commands.Service satisfies it.
+type refreshSource interface {
+	RefreshStats() commands.RefreshStats
+}
+
+var (
+	descEstChanges = prometheus.NewDesc("gpubot_estimate_changes_total",
+		"Changes of the cluster or the queue (and the periodic refresh) that marked the start estimates stale.", nil, nil)
+	descEstRefreshes = prometheus.NewDesc("gpubot_estimate_refreshes_total",
+		"Recomputations of every queued request's start estimate, by what it took: simulated (the queue simulated again), "+
+			"reused (rebuilt from the last simulations after an admission they predicted), unchanged (nothing had changed). "+
+			"Far fewer than gpubot_estimate_changes_total: changes that come while one is computed cost one more.", []string{"result"}, nil)
+	descEstSeconds = prometheus.NewDesc("gpubot_estimate_computing_seconds_total",
+		"Time spent computing start estimates (off the command path).", nil, nil)
+)
+
+// refreshCollector reports the estimate refresher's counts.
+type refreshCollector struct{ src refreshSource }
+
+func (c refreshCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descEstChanges
+	ch <- descEstRefreshes
+	ch <- descEstSeconds
+}
+
+func (c refreshCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.src.RefreshStats()
+	ch <- prometheus.MustNewConstMetric(descEstChanges, prometheus.CounterValue, float64(st.Changes))
+	ch <- prometheus.MustNewConstMetric(descEstRefreshes, prometheus.CounterValue, float64(st.Simulated), "simulated")
+	ch <- prometheus.MustNewConstMetric(descEstRefreshes, prometheus.CounterValue, float64(st.Reused), "reused")
+	ch <- prometheus.MustNewConstMetric(descEstRefreshes, prometheus.CounterValue, float64(st.Unchanged), "unchanged")
+	ch <- prometheus.MustNewConstMetric(descEstSeconds, prometheus.CounterValue, st.Computing.Seconds())
+}
+
+// watchCluster adds the GPU metrics of svc's cluster, the estimate
+// refresher's when svc reports them, and the zombie metrics when the
+// store keeps zombies.
 func (t *telemetry) watchCluster(svc capacitySource, st any, now func() time.Time) {
 	t.reg.MustRegister(gpuCollector{src: svc})
+	if rs, ok := svc.(refreshSource); ok {
+		t.reg.MustRegister(refreshCollector{src: rs})
+	}
 	if zs, ok := st.(zombieSource); ok {
 		t.reg.MustRegister(zombieCollector{src: zs, now: now})
 	}

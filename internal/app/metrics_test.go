@@ -129,6 +129,10 @@ func TestMetricsPassPromtoolAndSayWhatHappened(t *testing.T) {
 		`gpubot_request_wait_seconds_count{priority="normal",team="vision"} 1`,
 		`gpubot_estimate_coverage_ratio 1`,
 		`gpubot_estimate_error_seconds_count 0`,
+		`gpubot_estimate_changes_total 4`,                       // the seed and three requests
+		`gpubot_estimate_refreshes_total{result="simulated"} 1`, // one Settle for all four
+		`gpubot_estimate_refreshes_total{result="reused"} 0`,
+		`gpubot_estimate_refreshes_total{result="unchanged"} 0`,
 		`gpubot_zombies{kind="idle"} 2`,
 		`gpubot_zombies{kind="past-end"} 0`,
 		`gpubot_zombie_gpus{kind="idle"} 12`,

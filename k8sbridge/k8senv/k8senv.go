@@ -6,7 +6,11 @@
 // integration tests and `make dev-cluster` use it; gpubot itself does not.
 //
 // Every process it starts is stopped by Env.Stop, which waits for each to
-// exit.
+// exit. A test binary that is killed instead (a CI timeout, ^C of a
+// process group, SIGKILL) takes them with it: each is started with the
+// parent-death signal set (PR_SET_PDEATHSIG), etcd and kube-apiserver
+// through setpriv(1) since envtest starts those, so that no control
+// plane outlives the tests that started it.
 //
 // To see what Kueue decides and why (its scheduling cycles, the moves
 // between a ClusterQueue's heap and its inadmissible workloads), set
@@ -141,6 +145,7 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 		}
 	}()
 	e.env = &envtest.Environment{
+		ControlPlane:          e.controlPlane(),
 		BinaryAssetsDirectory: filepath.Join(assets, "bin"),
 		// Kueue's CRDs and the cluster autoscaler's ProvisioningRequest:
 		// with it, Kueue runs its ProvisioningRequest admission check
@@ -266,6 +271,30 @@ func (e *Env) startNodes(ctx context.Context, o Options) error {
 		args = append(args, "--config", s)
 	}
 	return e.run(o, "kwok", bin("kwok"), args...)
+}
+
+// controlPlane returns envtest's control plane with etcd and
+// kube-apiserver started through setpriv --pdeathsig KILL (wrapper
+// scripts in Dir that exec it, so that envtest's SIGTERM on Stop still
+// reaches the binary itself). Without setpriv, envtest starts the binaries
+// as usual and a killed test binary leaves them running.
+func (e *Env) controlPlane() envtest.ControlPlane {
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		return envtest.ControlPlane{}
+	}
+	wrap := func(name string) string {
+		path := filepath.Join(e.Dir, "pdeathsig-"+name)
+		script := fmt.Sprintf("#!/bin/sh\nexec '%s' --pdeathsig KILL -- '%s' \"$@\"\n", setpriv, filepath.Join(e.Assets, "bin", name))
+		if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+			return ""
+		}
+		return path
+	}
+	return envtest.ControlPlane{
+		APIServer: &envtest.APIServer{Path: wrap("kube-apiserver")},
+		Etcd:      &envtest.Etcd{Path: wrap("etcd")},
+	}
 }
 
 // run starts a process in its own process group, logging to Dir/<name>.log.
