@@ -155,6 +155,7 @@ func NewService(ctx context.Context, set Settings, deps Deps, opts ...Option) (*
 	if s.set.DefaultPriority == "" {
 		s.set.DefaultPriority = s.set.Priorities[0].Name
 	}
+	s.cache.marked = s.onElastic
 	if err := s.cache.load(ctx, deps.Requests); err != nil {
 		return nil, err
 	}
