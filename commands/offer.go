@@ -144,9 +144,23 @@ func (s *Service) optionStart(c *call, snap *allocator.Snapshot, r records.Reque
 		o.start, o.startAt = text, c.now.Add(typical)
 		return
 	}
+	if got, ok := c.spot[w.ID]; ok {
+		o.start, o.startAt, o.blocked = got.start, got.startAt, got.blocked
+		return
+	}
+	s.spotStart(c, snap, w, o)
+	if c.spot == nil {
+		c.spot = map[string]option{}
+	}
+	c.spot[w.ID] = *o
+}
+
+// spotStart is when w, r on a spot flavor, would start: a scheduling
+// cycle and an estimate on a copy of snap with w in it.
+func (s *Service) spotStart(c *call, snap *allocator.Snapshot, w allocator.Workload, o *option) {
 	sim := snap.Clone()
 	if _, err := sim.Add(w); err != nil {
-		o.blocked = "the cluster has no such flavor for " + r.Team
+		o.blocked = "the cluster has no such flavor for " + w.Queue
 		return
 	}
 	for _, ev := range sim.Schedule() {
@@ -162,6 +176,21 @@ func (s *Service) optionStart(c *call, snap *allocator.Snapshot, r records.Reque
 	}
 	o.start = s.window(e.Earliest, e.Latest)
 	o.startAt = e.Earliest.Add(e.Latest.Sub(e.Earliest) / 2)
+}
+
+// prepareOffer works out r's starts on its team's spot flavors ahead, for
+// the card and the reply built later in the call: the caller runs it
+// outside the write section (the simulations copy the whole cluster).
+func (s *Service) prepareOffer(c *call, snap *allocator.Snapshot, r records.Request) {
+	if snap == nil || s.set.Elastic.terms(r.Flavor).Elastic() {
+		return
+	}
+	for _, t := range s.elasticFlavors(r.Team) {
+		if t.Capacity == CapacitySpot {
+			o := option{terms: t}
+			s.optionStart(c, snap, r, &o)
+		}
+	}
 }
 
 // provisioningLearned is how many recent provisionings the estimate of a
