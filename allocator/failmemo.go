@@ -41,8 +41,45 @@ type memoFlavor struct {
 	freed   int64
 	flip    uint64
 	reclaim uint64
+	rise    uint64 // the flavor's rise[riseAt(c)]
 	mayRec  bool
 	fits    bool
+	noNodes bool // the pods did not fit on the free nodes
+}
+
+// riseAt is the free count whose multiples decide c's node fit: the
+// whole request on one node for LevelHost, else one pod (podCap sums
+// ⌊free/per⌋ over the nodes, or a rack's or a block's). Capped at the
+// index that never moves.
+func (s *Snapshot) riseAt(c cand, topo Level) int {
+	m := int(c.per)
+	if topo == LevelHost {
+		m *= int(c.pods)
+	}
+	return min(m, len(s.fl[c.f].rise)-1)
+}
+
+// noCandidates reports whether the head w of queue q has no preemption
+// candidates on flavor f now: it may not reclaim there, and its queue
+// has no admitted workload on f it may preempt (with
+// LowerOrNewerEqualPriority any admitted one of equal priority counts).
+func (s *Snapshot) noCandidates(q, f int, w *Workload) bool {
+	if s.ix.fcfs {
+		return true
+	}
+	if s.mayReclaim(q, f) {
+		return false
+	}
+	qi := &s.ix.queues[q]
+	if qi.within == polNever {
+		return true
+	}
+	for _, ps := range s.adm[q][f].prio {
+		if ps.n > 0 && (ps.prio < w.Priority || (ps.prio == w.Priority && qi.within == polLowerOrNewerEqual)) {
+			return false
+		}
+	}
+	return true
 }
 
 // memoFails reports whether the head w of class c (queue q) is known to
@@ -54,8 +91,22 @@ func (s *Snapshot) memoFails(m *failMemo, c *class, q int, w *Workload) bool {
 	for i, k := range c.cands {
 		e := &m.per[i]
 		f := k.f
-		if e.freed != s.freedGPUs[f] || (e.mayRec && (e.flip != s.flipGen[f] || e.reclaim != s.reclaimGen[f])) ||
-			(e.fits && w.GPUs > s.available(q, int(f))) {
+		avail := s.available(q, int(f))
+		if e.fits && w.GPUs > avail {
+			return false
+		}
+		if e.freed == s.freedGPUs[f] && (!e.mayRec || (e.flip == s.flipGen[f] && e.reclaim == s.reclaimGen[f])) {
+			continue
+		}
+		// Released since, or the borrowing moved: without candidates
+		// the flavor fails exactly when the GPUs exceed the quota or
+		// the pods the nodes, and no node's free count has reached a
+		// new multiple of the pod's GPUs since they did not fit.
+		if k.never {
+			continue // never tried
+		}
+		if !s.noCandidates(q, int(f), w) ||
+			(w.GPUs <= avail && (!e.noNodes || e.rise != s.fl[f].rise[s.riseAt(k, w.Topology)])) {
 			return false
 		}
 	}
@@ -71,6 +122,7 @@ func (s *Snapshot) memoFailure(m *failMemo, c *class, q int, w *Workload) {
 	for i, k := range c.cands {
 		f := int(k.f)
 		m.per[i] = memoFlavor{freed: s.freedGPUs[f], flip: s.flipGen[f], reclaim: s.reclaimGen[f],
-			mayRec: s.mayReclaim(q, f), fits: w.GPUs <= s.available(q, f)}
+			rise: s.fl[f].rise[s.riseAt(k, w.Topology)], mayRec: s.mayReclaim(q, f),
+			fits: w.GPUs <= s.available(q, f), noNodes: !s.feasible(k, w.Topology)}
 	}
 }
