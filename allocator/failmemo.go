@@ -31,7 +31,8 @@ import "time"
 // TestPropertyEstimator and the reference tests compare against runs
 // that do not share it.
 type failMemo struct {
-	ok      bool
+	ok      bool // per holds a failure's facts
+	head    bool // and the heads after the one that failed fail alike
 	prio    int32
 	created time.Time
 	per     []memoFlavor // per candidate flavor of the class
@@ -85,26 +86,29 @@ func (s *Snapshot) noCandidates(q, f int, w *Workload) bool {
 // memoFails reports whether the head w of class c (queue q) is known to
 // fail its nomination.
 func (s *Snapshot) memoFails(m *failMemo, c *class, q int, w *Workload) bool {
-	if !m.ok || w.Priority > m.prio || (w.Priority == m.prio && w.Created.Before(m.created)) {
+	if !m.ok {
 		return false
 	}
+	later := m.head && (w.Priority < m.prio || (w.Priority == m.prio && !w.Created.Before(m.created)))
 	for i, k := range c.cands {
-		e := &m.per[i]
-		f := k.f
-		avail := s.available(q, int(f))
-		if e.fits && w.GPUs > avail {
-			return false
-		}
-		if e.freed == s.freedGPUs[f] && (!e.mayRec || (e.flip == s.flipGen[f] && e.reclaim == s.reclaimGen[f])) {
-			continue
-		}
-		// Released since, or the borrowing moved: without candidates
-		// the flavor fails exactly when the GPUs exceed the quota or
-		// the pods the nodes, and no node's free count has reached a
-		// new multiple of the pod's GPUs since they did not fit.
 		if k.never {
 			continue // never tried
 		}
+		e := &m.per[i]
+		f := k.f
+		avail := s.available(q, int(f))
+		if later {
+			if e.fits && w.GPUs > avail {
+				return false
+			}
+			if e.freed == s.freedGPUs[f] && (!e.mayRec || (e.flip == s.flipGen[f] && e.reclaim == s.reclaimGen[f])) {
+				continue
+			}
+		}
+		// Without candidates the flavor fails exactly when the GPUs
+		// exceed the quota or the pods the nodes; the nodes hold no
+		// more pods than when they did not fit as long as no node's
+		// free count has reached a new multiple of the pod's GPUs.
 		if !s.noCandidates(q, int(f), w) ||
 			(w.GPUs <= avail && (!e.noNodes || e.rise != s.fl[f].rise[s.riseAt(k, w.Topology)])) {
 			return false
@@ -118,7 +122,7 @@ func (s *Snapshot) memoFailure(m *failMemo, c *class, q int, w *Workload) {
 	if len(m.per) != len(c.cands) {
 		m.per = make([]memoFlavor, len(c.cands))
 	}
-	m.ok, m.prio, m.created = true, w.Priority, w.Created
+	m.ok, m.head, m.prio, m.created = true, true, w.Priority, w.Created
 	for i, k := range c.cands {
 		f := int(k.f)
 		m.per[i] = memoFlavor{freed: s.freedGPUs[f], flip: s.flipGen[f], reclaim: s.reclaimGen[f],
@@ -126,3 +130,7 @@ func (s *Snapshot) memoFailure(m *failMemo, c *class, q int, w *Workload) {
 			fits: w.GPUs <= s.available(q, f), noNodes: !s.feasible(k, w.Topology)}
 	}
 }
+
+// memoSuccess records that a head of the class did not fail: the head
+// bound no longer holds, the node facts do.
+func (m *failMemo) memoSuccess() { m.head = false }

@@ -148,7 +148,7 @@ func (s *Snapshot) schedule(emit sink) {
 			if n.noFit() || (!n.fit && len(n.targets) == 0) {
 				failed = i
 			} else {
-				m.ok = false
+				m.memoSuccess()
 			}
 			heads[i].n = n
 		}
