@@ -31,8 +31,7 @@ import "time"
 // TestPropertyEstimator and the reference tests compare against runs
 // that do not share it.
 type failMemo struct {
-	ok      bool // per holds a failure's facts
-	head    bool // and the heads after the one that failed fail alike
+	ok      bool
 	prio    int32
 	created time.Time
 	per     []memoFlavor // per candidate flavor of the class
@@ -89,7 +88,7 @@ func (s *Snapshot) memoFails(m *failMemo, c *class, q int, w *Workload) bool {
 	if !m.ok {
 		return false
 	}
-	later := m.head && (w.Priority < m.prio || (w.Priority == m.prio && !w.Created.Before(m.created)))
+	later := (w.Priority < m.prio || (w.Priority == m.prio && !w.Created.Before(m.created)))
 	for i, k := range c.cands {
 		if k.never {
 			continue // never tried
@@ -122,7 +121,7 @@ func (s *Snapshot) memoFailure(m *failMemo, c *class, q int, w *Workload) {
 	if len(m.per) != len(c.cands) {
 		m.per = make([]memoFlavor, len(c.cands))
 	}
-	m.ok, m.head, m.prio, m.created = true, true, w.Priority, w.Created
+	m.ok, m.prio, m.created = true, w.Priority, w.Created
 	for i, k := range c.cands {
 		f := int(k.f)
 		m.per[i] = memoFlavor{freed: s.freedGPUs[f], flip: s.flipGen[f], reclaim: s.reclaimGen[f],
@@ -130,7 +129,3 @@ func (s *Snapshot) memoFailure(m *failMemo, c *class, q int, w *Workload) {
 			fits: w.GPUs <= s.available(q, f), noNodes: !s.feasible(k, w.Topology)}
 	}
 }
-
-// memoSuccess records that a head of the class did not fail: the head
-// bound no longer holds, the node facts do.
-func (m *failMemo) memoSuccess() { m.head = false }
