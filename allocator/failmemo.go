@@ -27,9 +27,25 @@ import "time"
 // cycle holds back for a head is always given back at the cycle's end,
 // so no nomination sees it. A later head of the class (lower priority,
 // or equal and not earlier Created) has no more candidates than the one
-// recorded. The memo is a cache (the nominations are exact without it);
-// TestPropertyEstimator and the reference tests compare against runs
-// that do not share it.
+// recorded.
+//
+// A release (or a borrowing change, or an earlier head) does not undo
+// the memo on a flavor where the head has no preemption candidates now
+// (noCandidates: it may not reclaim there, and its queue has no admitted
+// workload there it may preempt). There the flavor fails exactly when
+// the GPUs exceed the queue's available quota now, or the pods do not
+// fit on the free nodes; the memo keeps whether they did not fit
+// (noNodes) and the flavor's rise counter at the pod's size: whether
+// pods fit depends only on each node's ⌊free/m⌋ (m the pod's GPUs, the
+// whole request for LevelHost: podCap, also per rack and block), which
+// admissions only lower, so while no node's ⌊free/m⌋ has grown since,
+// they still do not fit. These facts do not depend on the head, so they
+// hold for every head of the class, and a success does not undo them.
+// Where the head has candidates the memo keeps to the counters above.
+//
+// The memo is a cache (the nominations are exact without it);
+// TestFailMemoChangesNothing, TestPropertyEstimator and the reference
+// tests compare against runs that do not share it.
 type failMemo struct {
 	ok      bool
 	prio    int32
