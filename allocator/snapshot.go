@@ -402,6 +402,23 @@ func (s *Snapshot) Workloads() []Workload {
 	return out
 }
 
+// AdmittedOn returns a copy of each workload admitted on flavor, in no
+// particular order: for callers that look at one flavor's work without
+// copying and sorting every workload (Workloads).
+func (s *Snapshot) AdmittedOn(flavor string) []Workload {
+	f, ok := s.ix.flavorIdx[flavor]
+	if !ok {
+		return nil
+	}
+	var out []Workload
+	for q := range s.adm {
+		for _, slot := range s.adm[q][f].slots {
+			out = append(out, copyWorkload(s.ws[slot].w))
+		}
+	}
+	return out
+}
+
 // Usage returns a copy of every queue's decayed usage in GPU-hours.
 func (s *Snapshot) Usage() map[string]float64 {
 	out := make(map[string]float64, len(s.usage))

@@ -17,7 +17,10 @@
 // With WithInbox, Submit writes a keyed event to the inbox (and
 // deduplicates it there) before it returns, so before the adapter acks
 // it; the handler's commit marks it handled, and Recover handles at the
-// next start what a crash left unhandled. With WithOutbox, an output the
+// next start what a crash left unhandled. SubmitThen does the same
+// without waiting (the Slack adapter acks a command from its done):
+// events that arrive while the inbox is being written are written
+// together next, one fsync for all (group commit). With WithOutbox, an output the
 // handler kept (Output.Seq) leaves the outbox once delivered, and Replay
 // sends what is left at the next start, in order; a private reply older
 // than StaleReply is dropped then, with a log line.
@@ -134,9 +137,10 @@ type Outbox interface {
 // handled, so that a command acked and then lost in a crash is handled
 // after the restart. *store.DB satisfies it.
 type Inbox interface {
-	// Receive stores data under key unless key was seen within ttl (then
-	// fresh is false: a redelivery).
-	Receive(ctx context.Context, key string, data []byte, now time.Time, ttl time.Duration) (fresh bool, err error)
+	// ReceiveAll stores each delivery's Data under its Key, in one write,
+	// unless the key was seen within ttl (then fresh[i] is false: a
+	// redelivery). On error none is stored.
+	ReceiveAll(ctx context.Context, ds []records.Inbound, now time.Time, ttl time.Duration) (fresh []bool, err error)
 	Inbox(ctx context.Context) ([]records.Inbound, error)
 	// Handled removes deliveries, in one write.
 	Handled(ctx context.Context, keys ...string) error
@@ -183,6 +187,10 @@ type Runtime struct {
 
 	hmu  sync.Mutex
 	done []string // handled deliveries not yet removed from the inbox
+
+	rmu   sync.Mutex
+	rq    []receiving // on their way into the inbox, in order
+	rbusy bool        // a goroutine is writing rq's events to the inbox
 
 	mu sync.Mutex
 	// ordered holds, per Order key with an event at a worker, the events
@@ -308,45 +316,119 @@ func (r *Runtime) Wait() {
 	}
 }
 
-// Submit queues ev for a worker. It does not block; ErrBusy means the
-// queue is full. An event whose Order key has an event at a worker waits
-// behind it.
+// Submit queues ev for a worker. It does not block on the workers;
+// ErrBusy means the queue is full. An event whose Order key has an event
+// at a worker waits behind it. With an inbox, a keyed event is first
+// written to it (Submit returns once it is durable), as SubmitThen does.
 func (r *Runtime) Submit(ev Event) error {
-	if r.inbox != nil && ev.Key != "" && !ev.received {
-		fresh, err := r.receive(ev)
-		switch {
-		case err != nil:
-			// Handled without the inbox (and deduplicated at the worker):
-			// better than refusing it.
-			r.log.Error("keeping a delivery in the inbox", "key", ev.Key, "err", err)
-		case !fresh:
-			r.log.Info("duplicate delivery dropped", "key", ev.Key, "user", ev.Input.User)
-			return nil
-		default:
-			ev.received = true
-		}
+	if r.inbox == nil {
+		return r.submit(ev)
 	}
-	err := r.submit(ev)
-	if err != nil && ev.received {
-		// Refused (busy): the sender is told so and tries again; it must
-		// not be handled later from the inbox.
-		if herr := r.inbox.Handled(context.Background(), ev.Key); herr != nil {
-			r.log.Error("removing a refused delivery from the inbox", "key", ev.Key, "err", herr)
-		}
-	}
-	return err
+	errc := make(chan error, 1)
+	r.SubmitThen(ev, func(err error) { errc <- err })
+	return <-errc
 }
 
-// receive stores ev in the inbox.
-func (r *Runtime) receive(ev Event) (bool, error) {
-	data, err := json.Marshal(struct {
-		Order string
-		Input commands.Input
-	}{ev.Order, ev.Input})
-	if err != nil {
-		return false, err
+// receiving is an event on its way into the inbox, and whom to tell.
+type receiving struct {
+	ev   Event
+	done func(error)
+}
+
+// SubmitThen is Submit without waiting: done gets what Submit would
+// return, once ev is in the inbox (durable) and queued for a worker, or
+// refused. Events given to Submit and SubmitThen are queued in the order
+// given. Group commit: the events that arrive while the inbox is being
+// written go into it together in the next write, one fsync for all, so
+// that the time to the ack stays about one write however many arrive.
+// done runs on the runtime's goroutine and must not block.
+func (r *Runtime) SubmitThen(ev Event, done func(error)) {
+	if r.inbox == nil {
+		done(r.submit(ev))
+		return
 	}
-	return r.inbox.Receive(context.Background(), ev.Key, data, r.clock.Now(), r.ttl)
+	r.rmu.Lock()
+	r.rq = append(r.rq, receiving{ev, done})
+	if r.rbusy {
+		r.rmu.Unlock()
+		return
+	}
+	r.rbusy = true
+	r.rmu.Unlock()
+	go r.drainInbox()
+}
+
+// drainInbox writes what SubmitThen queued, a batch per write, until
+// nothing is left.
+func (r *Runtime) drainInbox() {
+	for {
+		r.rmu.Lock()
+		batch := r.rq
+		r.rq = nil
+		if len(batch) == 0 {
+			r.rbusy = false
+			r.rmu.Unlock()
+			return
+		}
+		r.rmu.Unlock()
+		r.receiveAll(batch)
+	}
+}
+
+// receiveAll stores batch's keyed events in the inbox in one write, then
+// queues each for a worker, in order, and tells its sender.
+func (r *Runtime) receiveAll(batch []receiving) {
+	var ds []records.Inbound
+	var at []int // batch index of ds[i]
+	for i, b := range batch {
+		if b.ev.Key == "" || b.ev.received {
+			continue
+		}
+		data, err := json.Marshal(struct {
+			Order string
+			Input commands.Input
+		}{b.ev.Order, b.ev.Input})
+		if err != nil {
+			r.log.Error("keeping a delivery in the inbox", "key", b.ev.Key, "err", err)
+			continue
+		}
+		ds = append(ds, records.Inbound{Key: b.ev.Key, Data: data})
+		at = append(at, i)
+	}
+	dup := make([]bool, len(batch))
+	if len(ds) > 0 {
+		fresh, err := r.inbox.ReceiveAll(context.Background(), ds, r.clock.Now(), r.ttl)
+		if err != nil {
+			// Handled without the inbox (and deduplicated at the worker):
+			// better than refusing them.
+			r.log.Error("keeping deliveries in the inbox", "deliveries", len(ds), "err", err)
+		}
+		for j, i := range at {
+			switch {
+			case err != nil:
+			case fresh[j]:
+				batch[i].ev.received = true
+			default:
+				dup[i] = true
+			}
+		}
+	}
+	for i, b := range batch {
+		if dup[i] {
+			r.log.Info("duplicate delivery dropped", "key", b.ev.Key, "user", b.ev.Input.User)
+			b.done(nil)
+			continue
+		}
+		err := r.submit(b.ev)
+		if err != nil && b.ev.received {
+			// Refused (busy): the sender is told so and tries again; it must
+			// not be handled later from the inbox.
+			if herr := r.inbox.Handled(context.Background(), b.ev.Key); herr != nil {
+				r.log.Error("removing a refused delivery from the inbox", "key", b.ev.Key, "err", herr)
+			}
+		}
+		b.done(err)
+	}
 }
 
 // Recover handles, in order, the deliveries the inbox still holds: acked

@@ -306,16 +306,20 @@ type memInbox struct {
 	seq     uint64
 }
 
-func (m *memInbox) Receive(_ context.Context, key string, data []byte, now time.Time, _ time.Duration) (bool, error) {
+func (m *memInbox) ReceiveAll(_ context.Context, ds []records.Inbound, now time.Time, _ time.Duration) ([]bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.seen[key] {
-		return false, nil
+	fresh := make([]bool, len(ds))
+	for i, d := range ds {
+		if m.seen[d.Key] {
+			continue
+		}
+		m.seen[d.Key] = true
+		m.seq++
+		m.pending = append(m.pending, records.Inbound{Seq: m.seq, Key: d.Key, At: now, Data: d.Data})
+		fresh[i] = true
 	}
-	m.seen[key] = true
-	m.seq++
-	m.pending = append(m.pending, records.Inbound{Seq: m.seq, Key: key, At: now, Data: data})
-	return true, nil
+	return fresh, nil
 }
 
 func (m *memInbox) Inbox(context.Context) ([]records.Inbound, error) {

@@ -32,8 +32,9 @@ type Committer interface {
 // StateKeeper is a Stepper whose state the service commits with its own
 // records of each change (the simulated cluster WithSavesByCaller).
 type StateKeeper interface {
-	// Unsaved returns the state to save, if it changed since Saved.
-	Unsaved() (records.NamedState, bool, error)
+	// Unsaved returns the states to save (a nil Data removes one), if
+	// it changed since Saved.
+	Unsaved() ([]records.NamedState, bool, error)
 	// Saved says the state last returned by Unsaved is durable.
 	Saved()
 	// Discard drops the changes that were not saved.
@@ -88,28 +89,44 @@ func (s *Service) listRequests(c *call, keep func(records.Request) bool) ([]reco
 	if err := c.ctx.Err(); err != nil {
 		return nil, err
 	}
+	return s.listFrom(c, s.cache.list, keep), nil
+}
+
+// onElastic says whether r is on, or was switched to, elastic capacity:
+// the requests the elastic offer's lists (listElastic) look at.
+func (s *Service) onElastic(r records.Request) bool {
+	return r.Elastic != nil || s.set.Elastic.terms(r.Flavor).Elastic() || s.set.Elastic.terms(r.AdmittedFlavor).Elastic()
+}
+
+// listElastic is listRequests among the requests onElastic accepts;
+// keep must accept no other.
+func (s *Service) listElastic(c *call, keep func(records.Request) bool) ([]records.Request, error) {
+	if err := c.ctx.Err(); err != nil {
+		return nil, err
+	}
+	return s.listFrom(c, s.cache.listMarked, func(r records.Request) bool { return s.onElastic(r) && keep(r) }), nil
+}
+
+// listFrom lists with list (the cache's), as c sees it.
+func (s *Service) listFrom(c *call, list func(func(records.Request) bool) []records.Request, keep func(records.Request) bool) []records.Request {
 	if len(c.w.order) == 0 {
-		return s.cache.list(keep), nil
+		return list(keep)
 	}
-	all := s.cache.list(nil)
-	seen := map[string]bool{}
-	out := all[:0]
-	for _, r := range all {
-		if w, ok := c.w.reqs[r.ID]; ok {
-			r = w
+	// The cache's requests that c has not written, then c's own writes:
+	// filtered first, so that only what keep accepts is copied and sorted.
+	out := list(func(r records.Request) bool {
+		if _, ok := c.w.reqs[r.ID]; ok {
+			return false
 		}
-		seen[r.ID] = true
-		if keep == nil || keep(r) {
-			out = append(out, r)
-		}
-	}
+		return keep == nil || keep(r)
+	})
 	for _, id := range c.w.order {
-		if r := c.w.reqs[id]; !seen[id] && (keep == nil || keep(r)) {
+		if r := c.w.reqs[id]; keep == nil || keep(r) {
 			out = append(out, r)
 		}
 	}
 	slices.SortFunc(out, func(a, b records.Request) int { return compareIDs(a.ID, b.ID) })
-	return out, nil
+	return out
 }
 
 // readRequests is listRequests for a computation that reads the requests
@@ -206,7 +223,7 @@ func (s *Service) commit(c *call, durable bool) error {
 			return err
 		}
 		if changed {
-			w.States = append(w.States, st)
+			w.States = append(w.States, st...)
 		}
 	}
 	first := c.committed

@@ -17,6 +17,10 @@ import (
 type requestCache struct {
 	mu sync.RWMutex
 	m  map[string]records.Request
+	// marked says which requests the elastic offer's lists look at (on or
+	// switched to elastic capacity); set before load. ids holds their IDs.
+	marked func(records.Request) bool
+	ids    map[string]bool
 }
 
 func (rc *requestCache) load(ctx context.Context, rs RequestStore) error {
@@ -25,11 +29,15 @@ func (rc *requestCache) load(ctx context.Context, rs RequestStore) error {
 		return fmt.Errorf("reading the requests: %w", err)
 	}
 	m := make(map[string]records.Request, len(all))
+	ids := map[string]bool{}
 	for _, r := range all {
 		m[r.ID] = r
+		if rc.marked != nil && rc.marked(r) {
+			ids[r.ID] = true
+		}
 	}
 	rc.mu.Lock()
-	rc.m = m
+	rc.m, rc.ids = m, ids
 	rc.mu.Unlock()
 	return nil
 }
@@ -40,7 +48,27 @@ func (rc *requestCache) put(rs []records.Request) {
 	defer rc.mu.Unlock()
 	for _, r := range rs {
 		rc.m[r.ID] = cloneRequest(r)
+		if rc.marked != nil && rc.marked(r) {
+			rc.ids[r.ID] = true
+		} else {
+			delete(rc.ids, r.ID)
+		}
 	}
+}
+
+// listMarked is list among the marked requests only: keep must accept
+// none that is not marked.
+func (rc *requestCache) listMarked(keep func(records.Request) bool) []records.Request {
+	rc.mu.RLock()
+	out := make([]records.Request, 0, len(rc.ids))
+	for id := range rc.ids {
+		if r := rc.m[id]; keep == nil || keep(r) {
+			out = append(out, cloneRequest(r))
+		}
+	}
+	rc.mu.RUnlock()
+	slices.SortFunc(out, func(a, b records.Request) int { return compareIDs(a.ID, b.ID) })
+	return out
 }
 
 func (rc *requestCache) get(id string) (records.Request, bool) {

@@ -113,10 +113,9 @@ func (s *Service) optionStart(c *call, snap *allocator.Snapshot, r records.Reque
 		o.start = "start unknown"
 		return
 	}
-	sim := snap.Clone()
 	w := s.workload(r)
 	w.ID, w.Flavor, w.Created = r.ID+"~"+o.terms.Flavor, o.terms.Flavor, c.now
-	if _, err := sim.Add(w); err != nil {
+	if _, err := allocator.NewSnapshot(snap.Cluster(), snap.Now(), []allocator.Workload{w}, nil); err != nil {
 		o.blocked = "the cluster has no such flavor for " + r.Team
 		return
 	}
@@ -133,14 +132,35 @@ func (s *Service) optionStart(c *call, snap *allocator.Snapshot, r records.Reque
 			return
 		}
 	}
-	_, why := sim.Fit(w)
 	if o.terms.Capacity == CapacityProvisioned {
+		// Fit leaves snap as it is and needs no copy with w in it (a copy
+		// of 13 000 workloads per request command and flavor otherwise).
+		_, why := snap.Fit(w)
 		if why == allocator.ReasonQuota || why == allocator.ReasonCohort {
 			o.blocked = fmt.Sprintf("%s's %s quota is in use", r.Team, o.terms.Flavor)
 			return
 		}
 		typical, text := s.provisioningTime(c, o.terms)
 		o.start, o.startAt = text, c.now.Add(typical)
+		return
+	}
+	if got, ok := c.spot[w.ID]; ok {
+		o.start, o.startAt, o.blocked = got.start, got.startAt, got.blocked
+		return
+	}
+	s.spotStart(c, snap, w, o)
+	if c.spot == nil {
+		c.spot = map[string]option{}
+	}
+	c.spot[w.ID] = *o
+}
+
+// spotStart is when w, r on a spot flavor, would start: a scheduling
+// cycle and an estimate on a copy of snap with w in it.
+func (s *Service) spotStart(c *call, snap *allocator.Snapshot, w allocator.Workload, o *option) {
+	sim := snap.Clone()
+	if _, err := sim.Add(w); err != nil {
+		o.blocked = "the cluster has no such flavor for " + w.Queue
 		return
 	}
 	for _, ev := range sim.Schedule() {
@@ -158,6 +178,21 @@ func (s *Service) optionStart(c *call, snap *allocator.Snapshot, r records.Reque
 	o.startAt = e.Earliest.Add(e.Latest.Sub(e.Earliest) / 2)
 }
 
+// prepareOffer works out r's starts on its team's spot flavors ahead, for
+// the card and the reply built later in the call: the caller runs it
+// outside the write section (the simulations copy the whole cluster).
+func (s *Service) prepareOffer(c *call, snap *allocator.Snapshot, r records.Request) {
+	if snap == nil || s.set.Elastic.terms(r.Flavor).Elastic() {
+		return
+	}
+	for _, t := range s.elasticFlavors(r.Team) {
+		if t.Capacity == CapacitySpot {
+			o := option{terms: t}
+			s.optionStart(c, snap, r, &o)
+		}
+	}
+}
+
 // provisioningLearned is how many recent provisionings the estimate of a
 // provisioned flavor's start looks at.
 const provisioningLearned = 20
@@ -166,7 +201,7 @@ const provisioningLearned = 20
 // the median of the last provisionings the cluster did (asked → ready),
 // or the configured prior before there are any; and the words for it.
 func (s *Service) provisioningTime(c *call, t FlavorTerms) (time.Duration, string) {
-	done, err := s.listRequests(c, func(r records.Request) bool {
+	done, err := s.listElastic(c, func(r records.Request) bool {
 		_, ok := r.Elastic.ProvisioningTime()
 		return ok && (r.Flavor == t.Flavor || r.AdmittedFlavor == t.Flavor)
 	})
@@ -229,7 +264,7 @@ func (s *Service) weekSpend(c *call, team, skip string) spend {
 		sp.gpuHours += h
 		sp.money += h * t.PricePerGPUHour
 	}
-	open, err := s.listRequests(c, func(r records.Request) bool {
+	open, err := s.listElastic(c, func(r records.Request) bool {
 		return r.Team == team && r.ID != skip && (r.State == records.StateRunning || r.State == records.StateQueued) && s.set.Elastic.terms(r.Flavor).Elastic()
 	})
 	if err != nil {

@@ -108,7 +108,10 @@ func (s *Service) submit(c *call, r records.Request) {
 			// again after.
 			opts := s.viewOptions(c)
 			var e allocator.Estimate
-			s.outside(c, func() { e = allocator.EstimateFor(snap, r.ID, opts) })
+			s.outside(c, func() {
+				e = allocator.EstimateFor(snap, r.ID, opts)
+				s.prepareOffer(c, snap, r)
+			})
 			if r, err = s.getRequest(c, r.ID); err != nil {
 				s.failed(c, "reading "+r.ID, err)
 				return

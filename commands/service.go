@@ -155,6 +155,7 @@ func NewService(ctx context.Context, set Settings, deps Deps, opts ...Option) (*
 	if s.set.DefaultPriority == "" {
 		s.set.DefaultPriority = s.set.Priorities[0].Name
 	}
+	s.cache.marked = s.onElastic
 	if err := s.cache.load(ctx, deps.Requests); err != nil {
 		return nil, err
 	}
@@ -253,6 +254,11 @@ type call struct {
 	committed int
 	sent      int  // outputs already sent before an API call (apply)
 	handled   bool // the input's delivery left the inbox with a commit
+	// spot holds the starts on spot flavors this call worked out for
+	// elastic offers, by request and flavor (see spotStart): a card and
+	// the reply to its requester share one simulation, made outside the
+	// write section when the call can.
+	spot map[string]option
 }
 
 func (c *call) private(r Reply)  { c.outs = append(c.outs, private(r)) }

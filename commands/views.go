@@ -3,6 +3,7 @@ package commands
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -47,13 +48,45 @@ func (s *Service) status(c *call, id string) {
 		c.private(plain("You have no open requests and none ended in the last 24h. Try /gpu request 8xh100 for 4h."))
 		return
 	}
-	rows := make([][]string, 0, len(mine))
-	for _, r := range mine {
+	// At most maxRows rows: open requests first (they can still be acted
+	// on), each group in ID order; the rest are counted by state.
+	shown := slices.Clone(mine)
+	slices.SortStableFunc(shown, func(a, b records.Request) int {
+		return cmpBool(a.State.Final(), b.State.Final())
+	})
+	var rest map[records.State]int
+	if len(shown) > maxRows {
+		rest = map[records.State]int{}
+		for _, r := range shown[maxRows:] {
+			rest[r.State]++
+		}
+		shown = shown[:maxRows]
+	}
+	rows := make([][]string, 0, len(shown))
+	for _, r := range shown {
 		rows = append(rows, []string{r.ID, size(r, s.candidateFlavors(r)), fmtDuration(r.Duration), r.Team, r.Priority, string(r.State), s.statusWhen(r)})
 	}
-	c.private(plain(fmt.Sprintf("%s, you have %s open or ended in the last 24h.", c.who.Name, counted(len(mine), "request")),
-		table([]string{"ID", "Size", "For", "Team", "Priority", "State", "When"}, rows),
-		contextBlock("/gpu status <id> shows one request with its buttons.")))
+	blocks := []Block{table([]string{"ID", "Size", "For", "Team", "Priority", "State", "When"}, rows)}
+	if rest != nil {
+		var parts []string
+		for _, st := range slices.Sorted(maps.Keys(rest)) {
+			parts = append(parts, fmt.Sprintf("%d %s", rest[st], st))
+		}
+		blocks = append(blocks, contextBlock(fmt.Sprintf("…and %d more (%s).", len(mine)-len(shown), strings.Join(parts, ", "))))
+	}
+	blocks = append(blocks, contextBlock("/gpu status <id> shows one request with its buttons."))
+	c.private(plain(fmt.Sprintf("%s, you have %s open or ended in the last 24h.", c.who.Name, counted(len(mine), "request")), blocks...))
+}
+
+// cmpBool orders false before true.
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
 }
 
 func (s *Service) statusWhen(r records.Request) string {

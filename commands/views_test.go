@@ -3,9 +3,11 @@ package commands_test
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/gpubot/gpubot/commands"
 	"github.com/gpubot/gpubot/records"
 )
 
@@ -311,5 +313,49 @@ func TestEstimatesLearnRuntimes(t *testing.T) {
 	}
 	if got := r.FirstEstimate.Latest; !got.Before(t1.Add(2 * time.Hour)) {
 		t.Errorf("r7 expected by %v; want before %v (without learning: 2h to 4h)", got, t1.Add(2*time.Hour))
+	}
+}
+
+// TestStatusShowsOneScreen: a person with more requests than fit a chat
+// table sees the open ones first, at most 25 rows, and the rest counted
+// by state.
+func TestStatusShowsOneScreen(t *testing.T) {
+	e := newEnv(t, parse(t, strings.Replace(small, "maxDuration: 2d", "maxDuration: 30d", 1)))
+	for range 4 {
+		e.do("alice", "request 8xh100 for 1h")
+	}
+	e.advance(2 * time.Hour) // those that ran have finished
+	for range 26 {
+		e.do("alice", "request 8xh100 for 10d")
+	}
+	outs := e.do("alice", "status")
+	check(t, outs, want{"sender", "alice, you have 30 requests open or ended in the last 24h."})
+	var tab *commands.Table
+	var all string
+	for _, r := range said(outs, "sender") {
+		all += text(r)
+		for _, b := range r.Blocks {
+			if b.Table != nil {
+				tab = b.Table
+			}
+		}
+	}
+	if tab == nil {
+		t.Fatalf("no table in:\n%s", show(outs))
+	}
+	if len(tab.Rows) != 25 {
+		t.Errorf("%d rows, want 25", len(tab.Rows))
+	}
+	finished := 0
+	for _, row := range tab.Rows {
+		if row[5] == string(records.StateFinished) {
+			finished++
+		}
+	}
+	if finished != 0 {
+		t.Errorf("%d finished rows shown before open ones:\n%v", finished, tab.Rows)
+	}
+	if !strings.Contains(all, "…and 5 more (") || !strings.Contains(all, "finished") {
+		t.Errorf("the rest is not counted by state:\n%s", all)
 	}
 }

@@ -419,6 +419,6 @@ func (d *daily) calibBlock() commands.Block {
 		return commands.Block{Kind: commands.BlockSection, Text: "Estimates: no request that got a start estimate started yesterday."}
 	}
 	return commands.Block{Kind: commands.BlockSection, Text: fmt.Sprintf(
-		"Estimates: %d of %d starts fell inside the first posted range (%s); median error %s, median range width %s.",
-		c.inside, c.n, pct(float64(c.inside)/float64(c.n)), fmtDur(c.medianError), fmtDur(c.medianWidth))}
+		"Estimates: %d of %d starts fell inside the first posted range, give or take a minute (%s; %s exactly); median error %s, median range width %s.",
+		c.inside, c.n, pct(float64(c.inside)/float64(c.n)), pct(float64(c.exactly)/float64(c.n)), fmtDur(c.medianError), fmtDur(c.medianWidth))}
 }

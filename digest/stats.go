@@ -239,9 +239,11 @@ func countIn(reqs []records.Request, audit []records.AuditEntry, p period, keep 
 
 // calibration scores first estimates against first admissions in p.
 type calibration struct {
-	n, inside   int
-	medianError time.Duration
-	medianWidth time.Duration
+	// inside counts starts within the range give or take a minute (as
+	// the card shows minutes), exactly those within it without the slack.
+	n, inside, exactly int
+	medianError        time.Duration
+	medianWidth        time.Duration
 }
 
 // calibrate takes the requests whose first admission was in p and whose
@@ -251,7 +253,7 @@ type calibration struct {
 // range (a range that is always right because it is huge is not good).
 func calibrate(reqs []records.Request, p period, keep func(*records.Request) bool) calibration {
 	var errs, widths []time.Duration
-	inside := 0
+	inside, exactly := 0, 0
 	for i := range reqs {
 		r := &reqs[i]
 		e := r.FirstEstimate
@@ -271,6 +273,9 @@ func calibrate(reqs []records.Request, p period, keep func(*records.Request) boo
 		if !first.Before(e.Earliest.Add(-time.Minute)) && !first.After(e.Latest.Add(time.Minute)) {
 			inside++
 		}
+		if !first.Before(e.Earliest) && !first.After(e.Latest) {
+			exactly++
+		}
 		mid := e.Earliest.Add(e.Latest.Sub(e.Earliest) / 2)
 		errs = append(errs, absDur(first.Sub(mid)))
 		widths = append(widths, e.Latest.Sub(e.Earliest))
@@ -280,7 +285,7 @@ func calibrate(reqs []records.Request, p period, keep func(*records.Request) boo
 	}
 	slices.Sort(errs)
 	slices.Sort(widths)
-	return calibration{n: len(errs), inside: inside, medianError: rank(errs, 0.5), medianWidth: rank(widths, 0.5)}
+	return calibration{n: len(errs), inside: inside, exactly: exactly, medianError: rank(errs, 0.5), medianWidth: rank(widths, 0.5)}
 }
 
 func absDur(d time.Duration) time.Duration {

@@ -33,9 +33,14 @@ func (c *Cluster) dueElastic(s *allocator.Snapshot, e *elasticState, to time.Tim
 			consider(ch.Due)
 		}
 	}
-	for _, w := range s.Workloads() {
-		if t, ok := c.reclaimAt(w); ok {
-			consider(t)
+	for name, f := range c.elastic {
+		if f.ReclaimAfter <= 0 {
+			continue // never reclaimed: no need to look at its work
+		}
+		for _, w := range s.AdmittedOn(name) {
+			if t, ok := c.reclaimAt(w); ok {
+				consider(t)
+			}
 		}
 	}
 	if next.Before(s.Now()) && !next.IsZero() {

@@ -20,7 +20,11 @@
 // WithSavesByCaller the cluster's owner saves instead: the command
 // service commits the state (Unsaved) in the same transaction as its
 // records of the change, so that a crash cannot keep one without the
-// other, and drops a change whose commit failed (Discard).
+// other, and drops a change whose commit failed (Discard). Saved that
+// way the state is kept per workload (one named state each, and one for
+// the rest), so that a change writes what it changed, not the whole
+// cluster; a store holding the older single blob is loaded and converted
+// at the first save (persist.go).
 //
 // # Simulated use of the GPUs
 //
@@ -127,6 +131,8 @@ type Cluster struct {
 	snap     *allocator.Snapshot
 	profiles map[string]Profile
 	dirty    bool // changed since the owner last saved it (WithSavesByCaller)
+	base     baseline
+	pending  []savedWorkload // the baseline once what Unsaved returned is saved
 	c        *allocator.Cluster
 	el       elasticState
 }
@@ -141,22 +147,25 @@ func New(ctx context.Context, c *allocator.Cluster, st StateStore, clk clock.Pas
 	for _, o := range opts {
 		o(cl)
 	}
-	data, err := st.GetState(ctx, StateName)
-	switch {
-	case errors.Is(err, records.ErrNotFound):
-		snap, err := allocator.NewSnapshot(c, clk.Now(), nil, nil)
-		if err != nil {
-			return nil, false, fmt.Errorf("building the simulated cluster: %w", err)
-		}
-		cl.snap = snap
-		return cl, true, cl.save(ctx, snap, cl.profiles, cl.el)
-	case err != nil:
-		return nil, false, fmt.Errorf("loading the simulated cluster: %w", err)
+	if _, ok := st.(KeyedStore); cl.callerSaves && !ok {
+		return nil, false, errors.New("the simulated cluster's owner saves it, but its store cannot keep per-workload state")
 	}
-	if err := cl.load(data); err != nil {
+	found, err := cl.loadStored(ctx)
+	if err != nil {
 		return nil, false, err
 	}
-	return cl, false, nil
+	if found {
+		return cl, false, nil
+	}
+	snap, err := allocator.NewSnapshot(c, clk.Now(), nil, nil)
+	if err != nil {
+		return nil, false, fmt.Errorf("building the simulated cluster: %w", err)
+	}
+	cl.snap = snap
+	if cl.callerSaves {
+		return cl, true, cl.saveKeyed(ctx)
+	}
+	return cl, true, cl.save(ctx, snap, cl.profiles, cl.el)
 }
 
 // load makes the saved state data current. The caller holds c.mu or has
@@ -183,28 +192,34 @@ func (c *Cluster) load(data []byte) error {
 	return nil
 }
 
-// Unsaved returns the cluster's state to save, if it changed since the
-// last Saved (WithSavesByCaller; never otherwise).
-func (c *Cluster) Unsaved() (records.NamedState, bool, error) {
+// Unsaved returns the named states to save, if the cluster changed
+// since the last Saved (WithSavesByCaller; never otherwise): the
+// workloads that changed, were added or went (nil Data), and the rest of
+// the state, as the package doc of persist.go describes.
+func (c *Cluster) Unsaved() ([]records.NamedState, bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.dirty {
-		return records.NamedState{}, false, nil
+		return nil, false, nil
 	}
-	data, err := c.encode(c.snap, c.profiles, c.el)
+	states, ws, err := c.delta()
 	if err != nil {
-		return records.NamedState{}, false, err
+		return nil, false, err
 	}
-	return records.NamedState{Name: StateName, Data: data}, true, nil
+	c.pending = ws
+	return states, true, nil
 }
 
-// Saved tells the cluster that the state Unsaved last returned is
+// Saved tells the cluster that the states Unsaved last returned are
 // durable. Changes made since are still unsaved only if the caller made
 // them after that call; the command service makes none in between.
 func (c *Cluster) Saved() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.dirty = false
+	if c.pending != nil {
+		c.base, c.pending = baseline{ws: c.pending}, nil
+	}
 }
 
 // Discard drops the changes not saved: the cluster goes back to its
@@ -215,14 +230,16 @@ func (c *Cluster) Discard(ctx context.Context) error {
 	if !c.dirty {
 		return nil
 	}
-	data, err := c.st.GetState(ctx, StateName)
+	c.dirty, c.pending = false, nil
+	found, err := c.loadStored(ctx)
 	if err != nil {
+		c.dirty = true
 		return fmt.Errorf("reloading the simulated cluster: %w", err)
 	}
-	if err := c.load(data); err != nil {
-		return err
+	if !found {
+		c.dirty = true
+		return fmt.Errorf("reloading the simulated cluster: %w", records.ErrNotFound)
 	}
-	c.dirty = false
 	return nil
 }
 
@@ -286,6 +303,15 @@ func (c *Cluster) SetProfile(ctx context.Context, id string, p Profile) error {
 	}
 	profiles := maps.Clone(c.profiles)
 	profiles[id] = p
+	if c.callerSaves {
+		old := c.profiles
+		c.profiles = profiles
+		if err := c.saveKeyed(ctx); err != nil { // with any unsaved change, as below
+			c.profiles = old
+			return err
+		}
+		return nil
+	}
 	if err := c.save(ctx, c.snap, profiles, c.el); err != nil {
 		return err
 	}

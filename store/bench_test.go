@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"testing"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -91,5 +92,39 @@ func BenchmarkCheck(b *testing.B) {
 			}
 			b.ReportMetric(float64(fi.Size())/(1<<20), "MiB")
 		})
+	}
+}
+
+// BenchmarkReceive is the inbox write per delivery, one transaction
+// each (op = one delivery).
+func BenchmarkReceive(b *testing.B) {
+	ctx := context.Background()
+	db := mustOpen(b)
+	data := []byte(`{"Order":"U0ALICE","Input":{"User":"U0ALICE","Text":"status"}}`)
+	for i := 0; b.Loop(); i++ {
+		if _, err := db.Receive(ctx, fmt.Sprintf("slack:env:%08x-%d", i*2654435761, i), data, t0, time.Hour); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkReceiveAll16 is the inbox write per delivery when 16 arrive
+// during a write (group commit: op = one delivery).
+func BenchmarkReceiveAll16(b *testing.B) {
+	ctx := context.Background()
+	db := mustOpen(b)
+	data := []byte(`{"Order":"U0ALICE","Input":{"User":"U0ALICE","Text":"status"}}`)
+	ds := make([]records.Inbound, 16)
+	n := 0
+	for b.Loop() {
+		if n%16 == 0 {
+			for j := range ds {
+				ds[j] = records.Inbound{Key: fmt.Sprintf("slack:env:%08x-%d", (n+j)*2654435761, n+j), Data: data}
+			}
+			if _, err := db.ReceiveAll(ctx, ds, t0, time.Hour); err != nil {
+				b.Fatal(err)
+			}
+		}
+		n++
 	}
 }

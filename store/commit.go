@@ -22,7 +22,10 @@ import (
 // Zombies must carry IDs (NextZombieID); audit entries are given their
 // sequence numbers as AppendAudit gives them; usage records replace
 // earlier ones of the same (Request, Start) as AppendUsage does; a job
-// run before its job's recorded one is refused as PutRun refuses it.
+// run before its job's recorded one is refused as PutRun refuses it. A
+// named state with nil Data removes that state (an empty, non-nil Data
+// stores an empty blob): a state kept under many names (the simulated
+// cluster's, one per workload) changes only the names that changed.
 func (db *DB) Commit(ctx context.Context, w records.Writes, at time.Time) ([]uint64, error) {
 	if err := db.ready(ctx); err != nil {
 		return nil, err
@@ -60,6 +63,12 @@ func (db *DB) Commit(ctx context.Context, w records.Writes, at time.Time) ([]uin
 		for _, s := range w.States {
 			if s.Name == "" {
 				return errors.New("a state has no name")
+			}
+			if s.Data == nil {
+				if err := tx.Bucket(bucketState).Delete([]byte(s.Name)); err != nil {
+					return fmt.Errorf("removing state %s: %w", s.Name, err)
+				}
+				continue
 			}
 			if err := tx.Bucket(bucketState).Put([]byte(s.Name), append([]byte{}, s.Data...)); err != nil {
 				return fmt.Errorf("state %s: %w", s.Name, err)

@@ -72,7 +72,9 @@
 //	dedupe         delivery key → 8-byte big-endian expiry (unix nanoseconds)
 //	dedupe-expiry  8-byte expiry + delivery key → nothing; oldest first, for
 //	               pruning
-//	state          name → opaque blob (for example the simulated cluster)
+//	state          name → opaque blob (for example the simulated cluster's,
+//	               one per workload and one for the rest; States reads
+//	               those sharing a prefix, Commit removes one given nil Data)
 //	zombies        8-byte big-endian sequence (1, 2, …) → records.Zombie as
 //	               JSON, whose ID is "z" and the sequence in decimal. The
 //	               bucket's sequence is the counter behind new zombies' IDs.

@@ -59,6 +59,64 @@ func (db *DB) Receive(ctx context.Context, key string, data []byte, now time.Tim
 	return fresh, nil
 }
 
+// ReceiveAll is Receive for several deliveries (each's Key and Data) in
+// one transaction, one fsync: what arrives while another write is under
+// way is kept together (group commit). fresh[i] says whether ds[i] was
+// stored; a key seen earlier in ds is a redelivery too. On error none is
+// stored.
+func (db *DB) ReceiveAll(ctx context.Context, ds []records.Inbound, now time.Time, ttl time.Duration) (fresh []bool, err error) {
+	if err := db.ready(ctx); err != nil {
+		return nil, err
+	}
+	if ttl <= 0 {
+		return nil, fmt.Errorf("receiving %d deliveries: ttl %s", len(ds), ttl)
+	}
+	for _, d := range ds {
+		if d.Key == "" {
+			return nil, fmt.Errorf("receiving %d deliveries: one has no key", len(ds))
+		}
+	}
+	nowN, err := unixNanos(now)
+	if err != nil {
+		return nil, fmt.Errorf("receiving %d deliveries: now: %w", len(ds), err)
+	}
+	expN, err := unixNanos(now.Add(ttl))
+	if err != nil {
+		return nil, fmt.Errorf("receiving %d deliveries: expiry: %w", len(ds), err)
+	}
+	fresh = make([]bool, len(ds))
+	err = db.update(func(tx *bolt.Tx) error {
+		clear(fresh)
+		b := tx.Bucket(bucketInbox)
+		for i, d := range ds {
+			seen, err := seenTx(tx, d.Key, nowN, expN)
+			if err != nil {
+				return err
+			}
+			if seen {
+				continue
+			}
+			seq, err := b.NextSequence()
+			if err != nil {
+				return err
+			}
+			v, err := json.Marshal(records.Inbound{Seq: seq, Key: d.Key, At: now, Data: d.Data})
+			if err != nil {
+				return fmt.Errorf("encoding %q: %w", d.Key, err)
+			}
+			if err := b.Put([]byte(d.Key), v); err != nil {
+				return err
+			}
+			fresh[i] = true
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("receiving %d deliveries: %w", len(ds), err)
+	}
+	return fresh, nil
+}
+
 // Inbox returns the deliveries received and not yet handled, in the order
 // received.
 func (db *DB) Inbox(ctx context.Context) ([]records.Inbound, error) {

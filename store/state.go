@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -44,6 +45,27 @@ func (db *DB) GetState(ctx context.Context, name string) ([]byte, error) {
 		return nil, fmt.Errorf("getting state %s: %w", name, err)
 	}
 	return data, nil
+}
+
+// States returns a copy of every blob whose name starts with prefix, by
+// name, read in one transaction (a consistent set). None is an empty map.
+func (db *DB) States(ctx context.Context, prefix string) (map[string][]byte, error) {
+	if err := db.ready(ctx); err != nil {
+		return nil, err
+	}
+	out := map[string][]byte{}
+	err := db.view(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketState).Cursor()
+		p := []byte(prefix)
+		for k, v := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
+			out[string(k)] = append([]byte{}, v...)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading the states named %s…: %w", prefix, err)
+	}
+	return out, nil
 }
 
 // UpdateState reads the blob called name, passes a copy of it to fn (nil

@@ -3,9 +3,13 @@ package store
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strconv"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/gpubot/gpubot/records"
 )
 
 func TestState(t *testing.T) {
@@ -131,5 +135,41 @@ func TestUpdateStatePanics(t *testing.T) {
 	}
 	if got, _ := db.GetState(ctx, "sim"); string(got) != "v1" {
 		t.Errorf("after a panicking update the blob is %q, want v1", got)
+	}
+}
+
+// TestStatesByPrefixAndRemoval: States reads every blob of a prefix (and
+// no other); Commit removes a state given nil Data and keeps an empty
+// one given empty Data, in the same transaction as the rest.
+func TestStatesByPrefixAndRemoval(t *testing.T) {
+	ctx := context.Background()
+	db := mustOpen(t)
+	w := records.Writes{States: []records.NamedState{
+		{Name: "sim", Data: []byte("blob")}, {Name: "sim.a", Data: []byte("1")},
+		{Name: "sim.b", Data: []byte("2")}, {Name: "simx", Data: []byte("other")},
+	}}
+	if _, err := db.Commit(ctx, w, time.Unix(0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := db.States(ctx, "sim.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string][]byte{"sim.a": []byte("1"), "sim.b": []byte("2")}; !reflect.DeepEqual(got, want) {
+		t.Errorf("States(sim.) = %q, want %q", got, want)
+	}
+	w = records.Writes{States: []records.NamedState{{Name: "sim"}, {Name: "sim.a", Data: []byte{}}, {Name: "sim.c", Data: []byte("3")}}}
+	if _, err := db.Commit(ctx, w, time.Unix(0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.GetState(ctx, "sim"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("GetState of a state committed with nil Data: %v, want ErrNotFound", err)
+	}
+	got, _ = db.States(ctx, "sim.")
+	if want := map[string][]byte{"sim.a": {}, "sim.b": []byte("2"), "sim.c": []byte("3")}; !reflect.DeepEqual(got, want) {
+		t.Errorf("States(sim.) after the second commit = %q, want %q", got, want)
+	}
+	if none, err := db.States(ctx, "nothing."); err != nil || len(none) != 0 {
+		t.Errorf("States of an unused prefix = %q, %v; want none", none, err)
 	}
 }

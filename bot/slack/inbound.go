@@ -31,12 +31,27 @@ func (a *Adapter) slash(ctx context.Context, d *delivery, cmd slack.SlashCommand
 		a.malformed(ctx, d, "command", "it names no user")
 		return
 	}
-	if err := a.in.Submit(ev); err != nil {
-		a.log.Warn("command not taken", "user", cmd.UserID, "err", err)
-		d.ack(ctx, map[string]string{"response_type": "ephemeral", "text": busyText})
+	taken := func(err error) {
+		if err != nil {
+			a.log.Warn("command not taken", "user", cmd.UserID, "err", err)
+			d.ack(ctx, map[string]string{"response_type": "ephemeral", "text": busyText})
+			return
+		}
+		d.ack(ctx, nil)
+	}
+	if in, ok := a.in.(asyncInputs); ok {
+		// Acked once the command is in the inbox, without holding up the
+		// next envelopes: those that arrive meanwhile are written together.
+		in.SubmitThen(ev, taken)
 		return
 	}
-	d.ack(ctx, nil)
+	taken(a.in.Submit(ev))
+}
+
+// asyncInputs are Inputs that take work without waiting for it to be
+// written (group commit); *bot.Runtime is.
+type asyncInputs interface {
+	SubmitThen(ev bot.Event, done func(error))
 }
 
 // openForm opens the request modal for a bare "/gpu request". A person

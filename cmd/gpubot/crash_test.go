@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gpubot/gpubot/records"
+	"github.com/gpubot/gpubot/simcluster"
 	"github.com/gpubot/gpubot/store"
 )
 
@@ -256,21 +256,12 @@ func TestConsoleSurvivesKills(t *testing.T) {
 // queued one pending, and no other in the cluster.
 func checkAgainstCluster(t *testing.T, ctx context.Context, db *store.DB, rs []records.Request) {
 	t.Helper()
-	data, err := db.GetState(ctx, "simcluster")
+	ws, err := simcluster.SavedWorkloads(ctx, db)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st struct {
-		Workloads []struct {
-			ID        string
-			Admission *struct{}
-		} `json:"workloads"`
-	}
-	if err := json.Unmarshal(data, &st); err != nil {
-		t.Fatal(err)
-	}
 	in := map[string]bool{}
-	for _, w := range st.Workloads {
+	for _, w := range ws {
 		in[w.ID] = w.Admission != nil
 	}
 	for _, r := range rs {

@@ -203,6 +203,10 @@ func BenchmarkSlackAckLatency(b *testing.B) {
 	b.ReportMetric(quantile(answers, 0.5), "p50-answer-ms")
 	b.ReportMetric(quantile(answers, 0.99), "p99-answer-ms")
 	b.ReportMetric(0, "ns/op")
+	// Said before the checks, so that a failing run still shows its figures.
+	b.Logf("ack p50 %.1f p99 %.1f max %.1f ms; answer p50 %.0f p99 %.0f ms; reads p99 %.0f ms; requests p50 %.0f p99 %.0f ms; peak RSS %.0f MB",
+		quantile(acks, 0.5), quantile(acks, 0.99), quantile(acks, 1), quantile(answers, 0.5), quantile(answers, 0.99),
+		quantile(reads, 0.99), quantile(requests, 0.5), quantile(requests, 0.99), peakRSS())
 	noUnacked(b, fake)
 }
 
