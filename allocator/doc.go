@@ -348,7 +348,10 @@
 // beat the best flavor found so far; the general engine scans only nodes
 // with free GPUs (placement_res.go). One head a cycle, a class's failed
 // nomination is remembered until something that could undo the failure
-// happens on one of its flavors (failmemo.go). The admission order, the
+// happens on one of its flavors (failmemo.go): where the head has no
+// preemption candidates, a release undoes it only if the GPUs now fit
+// the quota and, the pods having not fitted, a node's free count reached
+// a new multiple of the pod's GPUs. The admission order, the
 // admitted lists and the end heap compare Created and admission times as
 // wall-clock integers kept beside the slots. Tests hold the cycle to its plain
 // definition (reference_test.go). An estimate simulation costs its

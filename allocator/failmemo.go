@@ -27,9 +27,25 @@ import "time"
 // cycle holds back for a head is always given back at the cycle's end,
 // so no nomination sees it. A later head of the class (lower priority,
 // or equal and not earlier Created) has no more candidates than the one
-// recorded. The memo is a cache (the nominations are exact without it);
-// TestPropertyEstimator and the reference tests compare against runs
-// that do not share it.
+// recorded.
+//
+// A release (or a borrowing change, or an earlier head) does not undo
+// the memo on a flavor where the head has no preemption candidates now
+// (noCandidates: it may not reclaim there, and its queue has no admitted
+// workload there it may preempt). There the flavor fails exactly when
+// the GPUs exceed the queue's available quota now, or the pods do not
+// fit on the free nodes; the memo keeps whether they did not fit
+// (noNodes) and the flavor's rise counter at the pod's size: whether
+// pods fit depends only on each node's ⌊free/m⌋ (m the pod's GPUs, the
+// whole request for LevelHost: podCap, also per rack and block), which
+// admissions only lower, so while no node's ⌊free/m⌋ has grown since,
+// they still do not fit. These facts do not depend on the head, so they
+// hold for every head of the class, and a success does not undo them.
+// Where the head has candidates the memo keeps to the counters above.
+//
+// The memo is a cache (the nominations are exact without it);
+// TestFailMemoChangesNothing, TestPropertyEstimator and the reference
+// tests compare against runs that do not share it.
 type failMemo struct {
 	ok      bool
 	prio    int32
@@ -41,21 +57,75 @@ type memoFlavor struct {
 	freed   int64
 	flip    uint64
 	reclaim uint64
+	rise    uint64 // the flavor's rise[riseAt(c)]
 	mayRec  bool
 	fits    bool
+	noNodes bool // the pods did not fit on the free nodes
+}
+
+// riseAt is the free count whose multiples decide c's node fit: the
+// whole request on one node for LevelHost, else one pod (podCap sums
+// ⌊free/per⌋ over the nodes, or a rack's or a block's). Capped at the
+// index that never moves.
+func (s *Snapshot) riseAt(c cand, topo Level) int {
+	m := int(c.per)
+	if topo == LevelHost {
+		m *= int(c.pods)
+	}
+	return min(m, len(s.fl[c.f].rise)-1)
+}
+
+// noCandidates reports whether the head w of queue q has no preemption
+// candidates on flavor f now: it may not reclaim there, and its queue
+// has no admitted workload on f it may preempt (with
+// LowerOrNewerEqualPriority any admitted one of equal priority counts).
+func (s *Snapshot) noCandidates(q, f int, w *Workload) bool {
+	if s.ix.fcfs {
+		return true
+	}
+	if s.mayReclaim(q, f) {
+		return false
+	}
+	qi := &s.ix.queues[q]
+	if qi.within == polNever {
+		return true
+	}
+	for _, ps := range s.adm[q][f].prio {
+		if ps.n > 0 && (ps.prio < w.Priority || (ps.prio == w.Priority && qi.within == polLowerOrNewerEqual)) {
+			return false
+		}
+	}
+	return true
 }
 
 // memoFails reports whether the head w of class c (queue q) is known to
 // fail its nomination.
 func (s *Snapshot) memoFails(m *failMemo, c *class, q int, w *Workload) bool {
-	if !m.ok || w.Priority > m.prio || (w.Priority == m.prio && w.Created.Before(m.created)) {
+	if !m.ok {
 		return false
 	}
+	later := (w.Priority < m.prio || (w.Priority == m.prio && !w.Created.Before(m.created)))
 	for i, k := range c.cands {
+		if k.never {
+			continue // never tried
+		}
 		e := &m.per[i]
 		f := k.f
-		if e.freed != s.freedGPUs[f] || (e.mayRec && (e.flip != s.flipGen[f] || e.reclaim != s.reclaimGen[f])) ||
-			(e.fits && w.GPUs > s.available(q, int(f))) {
+		avail := s.available(q, int(f))
+		if later {
+			if e.fits && w.GPUs > avail {
+				return false
+			}
+			if e.freed == s.freedGPUs[f] && (!e.mayRec || (e.flip == s.flipGen[f] && e.reclaim == s.reclaimGen[f])) {
+				continue
+			}
+		}
+		// Without candidates the flavor fails exactly when the GPUs
+		// exceed the quota or the pods the nodes; the nodes hold no
+		// more pods than when they did not fit as long as no node's
+		// free count has reached a new multiple of the pod's GPUs.
+		if !s.noCandidates(q, int(f), w) ||
+			(w.GPUs <= avail && (!e.noNodes || e.rise != s.fl[f].rise[s.riseAt(k, w.Topology)])) {
 			return false
 		}
 	}
@@ -71,6 +141,7 @@ func (s *Snapshot) memoFailure(m *failMemo, c *class, q int, w *Workload) {
 	for i, k := range c.cands {
 		f := int(k.f)
 		m.per[i] = memoFlavor{freed: s.freedGPUs[f], flip: s.flipGen[f], reclaim: s.reclaimGen[f],
-			mayRec: s.mayReclaim(q, f), fits: w.GPUs <= s.available(q, f)}
+			rise: s.fl[f].rise[s.riseAt(k, w.Topology)], mayRec: s.mayReclaim(q, f),
+			fits: w.GPUs <= s.available(q, f), noNodes: !s.feasible(k, w.Topology)}
 	}
 }

@@ -356,6 +356,11 @@ func (s *Snapshot) setFree(n int, v int32) {
 	s.blockCnt[ni.block][v]++
 	s.rackFree[ni.rack] += d
 	s.blockFree[ni.block] += d
+	for m := int32(1); m <= v && old < v; m++ {
+		if v/m > old/m {
+			st.rise[m]++
+		}
+	}
 }
 
 func (s *Snapshot) mixPending(slot int32, delta int32) {

@@ -147,8 +147,6 @@ func (s *Snapshot) schedule(emit sink) {
 			n := s.nominateFast(slot)
 			if n.noFit() || (!n.fit && len(n.targets) == 0) {
 				failed = i
-			} else {
-				m.ok = false
 			}
 			heads[i].n = n
 		}

@@ -179,6 +179,10 @@ type flState struct {
 	mix   []int32 // requests per pod size 1..gpn (pending candidates + admitted)
 	fragS []int64 // cached scaled measure (a) per free count, see fragTable
 	dirty bool
+	// rise[m], 1 ≤ m ≤ maxGPUs: how many times a node's ⌊free/m⌋ grew
+	// (the failure memo's node condition, failmemo.go); rise[maxGPUs+1]
+	// never moves.
+	rise []uint64
 }
 
 // NewSnapshot validates c (unique names, nodes' flavors exist, queues'
@@ -257,6 +261,7 @@ func newEmpty(c *Cluster, ix *index, now time.Time) *Snapshot {
 			st.bits[v] = make([]uint64, fi.words)
 		}
 		st.mix = make([]int32, fi.gpn+1)
+		st.rise = make([]uint64, fi.maxGPUs+2)
 		st.dirty = true
 	}
 	for d, di := range ix.racks {
@@ -348,6 +353,7 @@ func (s *Snapshot) Clone() *Snapshot {
 			mix:   slices.Clone(st.mix),
 			fragS: slices.Clone(st.fragS),
 			dirty: st.dirty,
+			rise:  slices.Clone(st.rise),
 		}
 	}
 	for q, lists := range s.adm {
