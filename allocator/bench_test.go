@@ -19,33 +19,9 @@ var (
 	benchErr  error
 )
 
-func benchCluster() *Cluster {
-	c := MakeCluster().Fair(24*time.Hour, 5*time.Minute)
-	for _, f := range []string{"h100", "a100"} {
-		c.Flavor(f, 8)
-		for i := range 1000 {
-			r := i / 16
-			c.Node(fmt.Sprintf("%s-%04d", f, i), f, 8, fmt.Sprintf("b%d", r/8), fmt.Sprintf("r%d", r))
-		}
-	}
-	pol := []Preemption{
-		{WithinClusterQueue: PreemptLowerPriority, ReclaimWithinCohort: PreemptAny},
-		{WithinClusterQueue: PreemptLowerOrNewerEqualPriority, ReclaimWithinCohort: PreemptLowerPriority},
-		{ReclaimWithinCohort: PreemptAny},
-		{WithinClusterQueue: PreemptLowerPriority},
-	}
-	for q := range 4 {
-		qw := MakeQueue(fmt.Sprintf("team%d", q)).Cohort("research").Weight(float64(1 + q%2))
-		if q < 2 {
-			qw.Quota("h100", 2000).Quota("a100", 2000)
-		} else {
-			qw.Quota("a100", 2000).Quota("h100", 2000)
-		}
-		qw.Preemption = pol[q]
-		c.Queue(qw)
-	}
-	return c.Obj()
-}
+// benchCluster is the benchmarks' cluster: 2 flavors × 1 000 nodes of 8
+// GPUs, four queues in one cohort with quotas adding up to it.
+func benchCluster() *Cluster { return memoCluster(1000, false) }
 
 func benchWorkloads(r *rand.Rand, n int, now time.Time) []Workload {
 	sizes := []int{1, 1, 1, 1, 1, 1, 2, 2, 2, 4, 4, 4, 4, 8, 8, 8, 8, 8, 16, 32}

@@ -9,7 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// memoCluster is benchCluster at another scale: nodes per flavor, and
+// memoCluster is the benchmarks' kind of cluster at a scale: nodes per flavor, and
 // quotas that add up to the cluster; with tight, quotas that add up to
 // three quarters of it and borrowing limits on two queues, so that the
 // GPUs may exceed a queue's quota while the nodes hold its pods.
