@@ -1,0 +1,177 @@
+package allocator
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+)
+
+// The orders of pending and admitted workloads, and the admitted lists
+// (per queue and flavor, in preemption candidate order) with their sort
+// keys.
+
+// admList keeps a queue's admitted workloads on one flavor in preemption
+// candidate order, with GPU totals per priority for quick bounds.
+type admList struct {
+	slots     []int32
+	byCreated []int32   // the same, by priority, Created and ID
+	prio      []prioSum // ascending priority
+	// The sort keys of slots (priority, admission time) and of byCreated
+	// (priority, Created), so that a search reads no workload slots but
+	// on ties.
+	vkeys, ckeys []admKey
+}
+
+type admKey struct {
+	prio int32
+	ns   int32
+	sec  int64
+}
+
+// victimKeyCmp is victimCmp on keys, without the ID.
+func victimKeyCmp(a, b admKey) int {
+	if a.prio != b.prio {
+		return cmp.Compare(a.prio, b.prio)
+	}
+	if a.sec != b.sec {
+		return cmp.Compare(b.sec, a.sec)
+	}
+	return cmp.Compare(b.ns, a.ns)
+}
+
+// createdKeyCmp is createdCmp on keys, without the ID.
+func createdKeyCmp(a, b admKey) int {
+	if a.prio != b.prio {
+		return cmp.Compare(a.prio, b.prio)
+	}
+	if a.sec != b.sec {
+		return cmp.Compare(a.sec, b.sec)
+	}
+	return cmp.Compare(a.ns, b.ns)
+}
+
+// searchAdm is where slot x, of key k, goes in (or is in) slots, ordered
+// by kc on keys and then by ID.
+func (s *Snapshot) searchAdm(slots []int32, keys []admKey, k admKey, x *wl, kc func(a, b admKey) int) (int, bool) {
+	lo, hi := 0, len(keys)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		c := kc(keys[m], k)
+		if c == 0 {
+			c = strings.Compare(s.ws[slots[m]].w.ID, x.w.ID)
+		}
+		if c < 0 {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo, lo < len(keys) && kc(keys[lo], k) == 0 && s.ws[slots[lo]].w.ID == x.w.ID
+}
+
+// staticCmp orders pending workloads of one queue: priority descending
+// (not in FirstComeFirstServed mode), then Created, then ID.
+func (s *Snapshot) staticCmp(a, b *wl) int {
+	if pa, pb := s.oprio(&a.w), s.oprio(&b.w); pa != pb {
+		return cmp.Compare(pb, pa)
+	}
+	if c := cmpCreated(a, b); c != 0 {
+		return c
+	}
+	return strings.Compare(a.w.ID, b.w.ID)
+}
+
+// cmpCreated compares the Created of a and b (the wall clock, as the
+// integers kept for it).
+func cmpCreated(a, b *wl) int {
+	if a.crSec != b.crSec {
+		return cmp.Compare(a.crSec, b.crSec)
+	}
+	return cmp.Compare(a.crNs, b.crNs)
+}
+
+// victimCmp orders admitted workloads as preemption candidates: lower
+// priority first, then most recently admitted first, then ID.
+func victimCmp(a, b *wl) int {
+	if a.w.Priority != b.w.Priority {
+		return cmp.Compare(a.w.Priority, b.w.Priority)
+	}
+	if a.atSec != b.atSec {
+		return cmp.Compare(b.atSec, a.atSec)
+	}
+	if a.atNs != b.atNs {
+		return cmp.Compare(b.atNs, a.atNs)
+	}
+	return strings.Compare(a.w.ID, b.w.ID)
+}
+
+// createdCmp orders workloads by priority, Created and ID.
+func createdCmp(a, b *wl) int {
+	if a.w.Priority != b.w.Priority {
+		return cmp.Compare(a.w.Priority, b.w.Priority)
+	}
+	if c := cmpCreated(a, b); c != 0 {
+		return c
+	}
+	return strings.Compare(a.w.ID, b.w.ID)
+}
+
+func (s *Snapshot) insertMember(c int32, slot int32) {
+	cl := &s.classes[c]
+	x := &s.ws[slot]
+	i, _ := slices.BinarySearchFunc(cl.members, slot, func(m, _ int32) int { return s.staticCmp(&s.ws[m], x) })
+	cl.members = slices.Insert(cl.members, i, slot)
+}
+
+func (s *Snapshot) removeMember(c int32, slot int32) {
+	cl := &s.classes[c]
+	x := &s.ws[slot]
+	i, ok := slices.BinarySearchFunc(cl.members, slot, func(m, _ int32) int { return s.staticCmp(&s.ws[m], x) })
+	if ok {
+		cl.members = slices.Delete(cl.members, i, i+1)
+	}
+}
+
+func (s *Snapshot) insertAdmitted(slot int32) {
+	x := &s.ws[slot]
+	l := &s.adm[x.q][x.fl]
+	vk := admKey{prio: x.w.Priority, ns: x.atNs, sec: x.atSec}
+	i, _ := s.searchAdm(l.slots, l.vkeys, vk, x, victimKeyCmp)
+	l.slots = slices.Insert(l.slots, i, slot)
+	l.vkeys = slices.Insert(l.vkeys, i, vk)
+	ck := admKey{prio: x.w.Priority, ns: x.crNs, sec: x.crSec}
+	i, _ = s.searchAdm(l.byCreated, l.ckeys, ck, x, createdKeyCmp)
+	l.byCreated = slices.Insert(l.byCreated, i, slot)
+	l.ckeys = slices.Insert(l.ckeys, i, ck)
+	j, ok := slices.BinarySearchFunc(l.prio, x.w.Priority, func(p prioSum, t int32) int { return cmp.Compare(p.prio, t) })
+	if !ok {
+		l.prio = slices.Insert(l.prio, j, prioSum{prio: x.w.Priority})
+	}
+	l.prio[j].gpus += x.w.GPUs
+	l.prio[j].n++
+}
+
+func (s *Snapshot) removeAdmitted(slot int32) {
+	x := &s.ws[slot]
+	l := &s.adm[x.q][x.fl]
+	vk := admKey{prio: x.w.Priority, ns: x.atNs, sec: x.atSec}
+	i, ok := s.searchAdm(l.slots, l.vkeys, vk, x, victimKeyCmp)
+	if ok {
+		l.slots = slices.Delete(l.slots, i, i+1)
+		l.vkeys = slices.Delete(l.vkeys, i, i+1)
+	}
+	ck := admKey{prio: x.w.Priority, ns: x.crNs, sec: x.crSec}
+	i, ok = s.searchAdm(l.byCreated, l.ckeys, ck, x, createdKeyCmp)
+	if ok {
+		l.byCreated = slices.Delete(l.byCreated, i, i+1)
+		l.ckeys = slices.Delete(l.ckeys, i, i+1)
+	}
+	j, ok := slices.BinarySearchFunc(l.prio, x.w.Priority, func(p prioSum, t int32) int { return cmp.Compare(p.prio, t) })
+	if ok {
+		l.prio[j].gpus -= x.w.GPUs
+		l.prio[j].n--
+		if l.prio[j].n == 0 {
+			l.prio = slices.Delete(l.prio, j, j+1)
+		}
+	}
+}
