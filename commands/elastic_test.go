@@ -345,3 +345,29 @@ func TestSwitchIsToldBeforeTheClusterActs(t *testing.T) {
 	}
 	check(t, outs, want{"sender", "Switched r2 to spot."})
 }
+
+// TestSpotOfferSimulatedOncePerRequest: a request command that waits
+// long works out its spot start once for its card and its reply; one that
+// starts soon, with no offer, works out none.
+func TestSpotOfferSimulatedOncePerRequest(t *testing.T) {
+	e := newElasticEnv(t)
+	before := e.svc.SpotSimulations()
+	outs := e.svc.Handle(e.ctx, commands.Input{User: "alice", Text: "/gpu request 8xh100 for 2h"})
+	check(t, outs,
+		want{"channel #nlp r2", "spot (spot): now, may be reclaimed"},
+		want{"sender", "/gpu switch r2 spot or /gpu switch r2 dws"},
+	)
+	if n := e.svc.SpotSimulations() - before; n != 1 {
+		t.Errorf("%d spot simulations for one request command with an offer, want 1 (card and reply share it)", n)
+	}
+	// Queued, but starting within offerAfter (1h): no offer, no simulation.
+	fresh := newEnv(t, parse(t, elasticSmall), withElastic(elasticSim))
+	check(t, fresh.do("bob", "/gpu request 16xh100 for 30m"), want{"sender", "r1 running"})
+	before = fresh.svc.SpotSimulations()
+	outs = fresh.svc.Handle(fresh.ctx, commands.Input{User: "alice", Text: "/gpu request 8xh100 for 1h"})
+	check(t, outs, want{"channel #nlp r2", "starts in"})
+	checkNot(t, outs, want{"channel #nlp r2", "Sooner on elastic capacity"})
+	if n := fresh.svc.SpotSimulations() - before; n != 0 {
+		t.Errorf("%d spot simulations for a request that starts soon (no offer), want 0", n)
+	}
+}

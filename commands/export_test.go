@@ -14,3 +14,6 @@ func (s *Service) LockWaiters(id string) int {
 // MarkEstimatesStale marks the estimates stale as a change would, without
 // changing anything.
 func (s *Service) MarkEstimatesStale() { s.estimates.changed() }
+
+// SpotSimulations is how many simulations the spot offers have made.
+func (s *Service) SpotSimulations() uint64 { return s.spotSims.Load() }

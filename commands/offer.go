@@ -158,6 +158,7 @@ func (s *Service) optionStart(c *call, snap *allocator.Snapshot, r records.Reque
 // spotStart is when w, r on a spot flavor, would start: a scheduling
 // cycle and an estimate on a copy of snap with w in it.
 func (s *Service) spotStart(c *call, snap *allocator.Snapshot, w allocator.Workload, o *option) {
+	s.spotSims.Add(1)
 	sim := snap.Clone()
 	if _, err := sim.Add(w); err != nil {
 		o.blocked = "the cluster has no such flavor for " + w.Queue

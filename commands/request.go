@@ -110,7 +110,9 @@ func (s *Service) submit(c *call, r records.Request) {
 			var e allocator.Estimate
 			s.outside(c, func() {
 				e = allocator.EstimateFor(snap, r.ID, opts)
-				s.prepareOffer(c, snap, r)
+				if s.offerDue(c, snap, r, toRecord(c.now, e)) {
+					s.prepareOffer(c, snap, r)
+				}
 			})
 			if r, err = s.getRequest(c, r.ID); err != nil {
 				s.failed(c, "reading "+r.ID, err)

@@ -83,6 +83,8 @@ type Service struct {
 	// early, if set, sends what a call committed before it makes a
 	// Kubernetes API call (SetEarlyDelivery).
 	early atomic.Pointer[func(context.Context, []Output)]
+	// spotSims counts the spot offers' simulations (for tests).
+	spotSims atomic.Uint64
 
 	// Set once by NewService, then only read.
 	vocab   Vocabulary
