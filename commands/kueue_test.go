@@ -88,7 +88,13 @@ type kueueEnv struct {
 
 func newKueueEnv(t *testing.T, mutate func(*allocator.Cluster)) *kueueEnv {
 	t.Helper()
-	cfg := parse(t, small)
+	return newKueueEnvFrom(t, small, mutate)
+}
+
+// newKueueEnvFrom is newKueueEnv on the configuration yaml.
+func newKueueEnvFrom(t *testing.T, yaml string, mutate func(*allocator.Cluster)) *kueueEnv {
+	t.Helper()
+	cfg := parse(t, yaml)
 	cl := cfg.Cluster()
 	if mutate != nil {
 		mutate(cl)
@@ -348,24 +354,10 @@ func TestSpotRequeueSeenFirstSaysWhy(t *testing.T) {
 			"Its spot nodes were reclaimed after running 2h (spot node spot-b1-r1-n1 is gone from the cluster); it is queued again on spot."},
 	} {
 		t.Run(name, func(t *testing.T) {
-			cfg := parse(t, elasticSmall)
-			cl := cfg.Cluster()
-			snap, err := allocator.NewSnapshot(cl, t0, nil, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			db, err := store.Open(filepath.Join(t.TempDir(), "gpubot.db"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { db.Close() })
-			k := &kueueCluster{snap: snap}
-			clk := clocktesting.NewFakeClock(t0)
-			svc, err := commands.NewService(context.Background(), cfg.Settings(), commands.Deps{Cluster: k, Requests: db, IDs: db, Audit: db, Usage: db, Clock: clk},
-				commands.WithLogger(slog.New(slog.DiscardHandler)), commands.WithKueueView(k))
-			if err != nil {
-				t.Fatal(err)
-			}
+			e := newKueueEnvFrom(t, elasticSmall, nil)
+			k, svc, clk := e.k, e.svc, e.clock
+			cl := k.snap.Cluster()
+			var err error
 			svc.Handle(context.Background(), commands.Input{User: "alice", Text: "request 8xspot for 5h"})
 			a := allocator.Admission{Flavor: "spot", Nodes: []string{"spot-b1-r1-n1"}, At: t0}
 			k.mu.Lock()
