@@ -313,25 +313,47 @@ func (s *Snapshot) onReleased(rel []bool, c int32) bool {
 func (s *Snapshot) resume(cy *cycleState, c int32) {
 	cy.dropped[c] = false
 	if cy.one {
-		cy.cursor[c] = max(cy.cursor[c], int32(s.firstAfter(c, &cy.cur)))
+		cy.cursor[c] = int32(s.firstAfter(c, &cy.cur, int(cy.cursor[c])))
 	}
 	s.requeueClass(cy, c)
 }
 
 // firstAfter is the index of class c's first member ordered after key
-// (in the admission order now).
-func (s *Snapshot) firstAfter(c int32, key *orderKey) int {
+// (in the admission order now), or from if that is later: the members
+// are in that order, so the search gallops up from from (a resumed
+// class's first member after the last head is mostly at or near its
+// cursor) and reads no member before it.
+func (s *Snapshot) firstAfter(c int32, key *orderKey, from int) int {
 	cl := &s.classes[c]
 	sh := s.share(int(cl.key.q))
-	i, _ := slices.BinarySearchFunc(cl.members, key, func(m int32, k *orderKey) int {
-		x := &s.ws[m]
+	after := func(i int) bool {
+		x := &s.ws[cl.members[i]]
 		mk := orderKey{prio: s.oprio(&x.w), share: sh, crSec: x.crSec, crNs: x.crNs, id: x.w.ID}
-		if cmpKey(&mk, k) <= 0 {
-			return -1
+		return cmpKey(&mk, key) > 0
+	}
+	n := len(cl.members)
+	if from >= n || after(from) {
+		return from
+	}
+	// members[lo] is not after key; find hi with members[hi] after it
+	// (or the end), doubling the step.
+	lo, step := from, 1
+	hi := lo + step
+	for hi < n && !after(hi) {
+		lo, step = hi, 2*step
+		hi = lo + step
+	}
+	hi = min(hi, n)
+	// The first member after key is in (lo, hi].
+	for lo+1 < hi {
+		m := int(uint(lo+hi) >> 1)
+		if after(m) {
+			hi = m
+		} else {
+			lo = m
 		}
-		return 1
-	})
-	return i
+	}
+	return hi
 }
 
 // head returns class c's next untried member.
