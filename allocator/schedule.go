@@ -26,6 +26,7 @@ import (
 type cycleState struct {
 	cursor   []int32   // per class: members before it were tried
 	dropped  []bool    // per class
+	downs    []int32   // one head a cycle: the dropped classes, in no order
 	heaps    [][]int32 // per queue: live classes with untried members, by head
 	heads    []fentry
 	undrop   []int  // cohorts where a queue admitted while borrowing
@@ -201,6 +202,7 @@ func (s *Snapshot) beginCycle() (*cycleState, bool) {
 	clear(cy.cursor)
 	cy.dropped = slices.Grow(cy.dropped[:0], n)[:n]
 	clear(cy.dropped)
+	cy.downs = cy.downs[:0]
 	cy.undrop, cy.released, cy.reserved = cy.undrop[:0], false, cy.reserved[:0]
 	if len(cy.relFl) != len(s.ix.flavors) {
 		cy.relFl = make([]bool, len(s.ix.flavors))
@@ -263,11 +265,11 @@ func (s *Snapshot) endCycle(cy *cycleState) {
 		}
 	}
 	if cy.released {
-		for c := range s.classes {
-			if cy.dropped[c] && s.onReleased(cy.relFl, int32(c)) {
-				s.resume(cy, int32(c))
-			}
-		}
+		// One head a cycle (the case above handles the others): the
+		// dropped classes are listed, and the order in which they go
+		// back into their heaps does not matter (headLess is a total
+		// order, so a heap's top is the same).
+		s.resumeDowns(cy, func(c int32) bool { return s.onReleased(cy.relFl, c) })
 		clear(cy.relFl)
 		cy.released = false
 	}
@@ -281,14 +283,32 @@ func (s *Snapshot) endCycle(cy *cycleState) {
 				wake[q] = s.ix.queues[q].reclaim != polNever
 			}
 		}
-		for c := range s.classes {
-			if cy.dropped[c] && wake[s.classes[c].key.q] {
-				s.resume(cy, int32(c))
+		if cy.one {
+			s.resumeDowns(cy, func(c int32) bool { return wake[s.classes[c].key.q] })
+		} else {
+			for c := range s.classes {
+				if cy.dropped[c] && wake[s.classes[c].key.q] {
+					s.resume(cy, int32(c))
+				}
 			}
 		}
 		cy.wake = wake
 	}
 	cy.undrop = cy.undrop[:0]
+}
+
+// resumeDowns makes the dropped classes for which wake holds live again
+// (one head a cycle), keeping the others listed.
+func (s *Snapshot) resumeDowns(cy *cycleState, wake func(int32) bool) {
+	kept := cy.downs[:0]
+	for _, c := range cy.downs {
+		if wake(c) {
+			s.resume(cy, c)
+		} else {
+			kept = append(kept, c)
+		}
+	}
+	cy.downs = kept
 }
 
 // onReleased reports whether class c may use one of the flavors rel
@@ -469,6 +489,9 @@ func (s *Snapshot) processFast(cy *cycleState, e *fentry, preempted map[int32]bo
 		}
 		cy.cursor[e.c]++
 		cy.dropped[e.c] = true
+		if cy.one {
+			cy.downs = append(cy.downs, e.c)
+		}
 		return
 	}
 	for _, v := range n.targets {
