@@ -1,7 +1,9 @@
 package allocator
 
 import (
+	"cmp"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -105,14 +107,19 @@ func (s *Snapshot) schedule(emit sink) {
 		// 1. Heads.
 		heads := cy.heads[:0]
 		if one {
+			// The first head in the global order: the queues' tops
+			// compared by their recorded keys (cmpKey's order; a top's
+			// key is current, see refreshHead) and their queues' shares.
 			bq := -1
-			var best orderKey
+			var best *headKey
+			var bestSh float64
 			for q, h := range cy.heaps {
 				if len(h) == 0 {
 					continue
 				}
-				if k := s.keyOf(s.head(cy, h[0])); bq < 0 || cmpKey(&k, &best) < 0 {
-					bq, best = q, k
+				k, sh := &cy.hk[h[0]], s.share(q)
+				if bq < 0 || s.headKeyCmp(k, sh, best, bestSh) < 0 {
+					bq, best, bestSh = q, k, sh
 				}
 			}
 			if bq >= 0 {
@@ -389,6 +396,24 @@ func (s *Snapshot) refreshHead(cy *cycleState, c int32) {
 	slot := s.head(cy, c)
 	x := &s.ws[slot]
 	cy.hk[c] = headKey{prio: s.oprio(&x.w), crNs: x.crNs, crSec: x.crSec, slot: slot}
+}
+
+// headKeyCmp is cmpKey of the heads recorded as a and b, whose queues'
+// shares are sa and sb; the heads' IDs are read only on a tie.
+func (s *Snapshot) headKeyCmp(a *headKey, sa float64, b *headKey, sb float64) int {
+	if a.prio != b.prio {
+		return cmp.Compare(b.prio, a.prio)
+	}
+	if sa != sb {
+		return cmp.Compare(sa, sb)
+	}
+	if a.crSec != b.crSec {
+		return cmp.Compare(a.crSec, b.crSec)
+	}
+	if a.crNs != b.crNs {
+		return cmp.Compare(a.crNs, b.crNs)
+	}
+	return strings.Compare(s.ws[a.slot].w.ID, s.ws[b.slot].w.ID)
 }
 
 // headLess is staticCmp(head of a, head of b) < 0 on the recorded keys.
