@@ -63,7 +63,9 @@ func (s *Snapshot) isCand(sh *shadow, v int32) bool {
 			(x.crSec == sh.created.sec && x.crNs > sh.created.ns))))
 }
 
-// shadowFor returns the up-to-date shadow for the given set.
+// shadowFor returns the up-to-date shadow for the given set, except,
+// with LowerOrNewerEqualPriority, for its Created threshold: sh.created
+// may differ from head's (see fitsWithout).
 func (s *Snapshot) shadowFor(q int, head *Workload, f int) *shadow {
 	k := shadowKey{q: int32(q), f: int32(f), prio: head.Priority}
 	if s.shadows == nil {
@@ -78,8 +80,6 @@ func (s *Snapshot) shadowFor(q int, head *Workload, f int) *shadow {
 		s.shadows.byKey[k] = sh
 		s.shadows.perFlavor[f] = append(s.shadows.perFlavor[f], sh)
 		s.buildShadow(sh)
-	} else if t := createdKey(head); s.ix.queues[q].within == polLowerOrNewerEqual && t != sh.created {
-		s.moveCreated(sh, t)
 	}
 	sh.used = s.cycleNo
 	return sh
@@ -249,9 +249,31 @@ func (s *Snapshot) pruneShadows(keepFrom uint64) {
 // fitsWithout reports whether the head workload of queue q would fit on
 // c (by quota, borrowing allowed, and by placement) if its queue's own
 // candidates were gone.
+//
+// With LowerOrNewerEqualPriority the shadow is moved to head's Created
+// only if its set as it stands does not decide: a later Created only
+// takes equal-priority workloads out of the set and an earlier one only
+// adds them, and with fewer candidates gone the head fits no better (by
+// quota or on the nodes), so a set that will shrink and fails now fails
+// after the move, and one that will grow and fits now fits after it.
+// Within a Schedule call the heads come in Created order, so most
+// checks are of the first kind and most of them fail: their moves are
+// not made (the next check that needs the move makes it at once).
 func (s *Snapshot) fitsWithout(q int, head *Workload, topo Level, c cand, place bool) bool {
+	sh := s.shadowFor(q, head, int(c.f))
+	if t := createdKey(head); s.ix.queues[q].within == polLowerOrNewerEqual && t != sh.created {
+		now := s.shadowFits(sh, q, head, topo, c, place)
+		if later := createdKeyCmp(t, sh.created) > 0; later != now {
+			return now
+		}
+		s.moveCreated(sh, t)
+	}
+	return s.shadowFits(sh, q, head, topo, c, place)
+}
+
+// shadowFits is fitsWithout on sh's set as it stands.
+func (s *Snapshot) shadowFits(sh *shadow, q int, head *Workload, topo Level, c cand, place bool) bool {
 	f := int(c.f)
-	sh := s.shadowFor(q, head, f)
 	if head.GPUs > s.availableWith(q, f, s.used[q][f]-sh.own, 0) {
 		return false
 	}
