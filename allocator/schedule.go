@@ -464,17 +464,42 @@ func (s *Snapshot) pushClass(cy *cycleState, c int32) {
 	cy.heaps[q] = h
 }
 
-// popClass removes queue q's top class from its heap.
+// popClass removes queue q's top class from its heap. The last class
+// takes the top's place the bottom-up way (it mostly belongs near the
+// bottom): the hole goes down along the lesser children to a leaf, one
+// comparison a level, and the class then rises from there.
 func (s *Snapshot) popClass(cy *cycleState, q int) int32 {
 	h := cy.heaps[q]
 	c := h[0]
 	last := len(h) - 1
-	h[0] = h[last]
+	x := h[last]
 	h = h[:last]
-	if len(h) > 0 {
-		s.siftDown(cy, h, 0)
-	}
 	cy.heaps[q] = h
+	if last == 0 {
+		return c
+	}
+	j := 0
+	for {
+		l := 2*j + 1
+		if l >= last {
+			break
+		}
+		m := l
+		if r := l + 1; r < last && s.headLess(cy, h[r], h[l]) {
+			m = r
+		}
+		h[j] = h[m]
+		j = m
+	}
+	for j > 0 {
+		p := (j - 1) / 2
+		if !s.headLess(cy, x, h[p]) {
+			break
+		}
+		h[j] = h[p]
+		j = p
+	}
+	h[j] = x
 	return c
 }
 
