@@ -64,12 +64,10 @@ func (t *tracked) Extend(id string, d time.Duration) (func(), error) {
 	return t.Snapshot.Extend(id, d)
 }
 
-// Preempt evicts victims for id (see allocator.Snapshot.Preempt).
+// Preempt evicts victims for id (see allocator.Snapshot.Preempt): each
+// victim's eviction and id's admission is an event; on an error nothing
+// changed.
 func (t *tracked) Preempt(id string, victims []string) ([]allocator.Event, error) {
-	t.mark(id)
-	for _, v := range victims {
-		t.mark(v)
-	}
 	evs, err := t.Snapshot.Preempt(id, victims)
 	return t.marked(evs), err
 }
