@@ -21,11 +21,16 @@ import (
 // whole cluster (about 2 MB of JSON for 13 000 workloads): one named
 // state per workload (workloadPrefix + its ID: the workload and its
 // profile) and one for the rest (metaName: the time, the usage and the
-// elastic state). Without WithSavesByCaller the state is one blob under
-// StateName, as before; a cluster that finds that blob loads it and, with
+// elastic state). A commit writes the workloads the changes since the
+// last one touched, as each mutation marks them (track.go), that differ
+// from what the store holds, and the rest only if it changed: its cost
+// is that of the change, not of the cluster's 13 000 workloads.
+//
+// Without WithSavesByCaller the state is one blob under StateName, as
+// before; a cluster that finds that blob loads it and, with
 // WithSavesByCaller, replaces it by the per-workload names at its first
-// save (the blob and names it no longer has are removed in the same
-// transaction).
+// save (every workload is marked touched; the blob and names it no
+// longer has are removed in the same transaction).
 const (
 	keyedPrefix    = StateName + "."
 	metaName       = keyedPrefix + "meta"

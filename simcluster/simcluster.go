@@ -23,7 +23,8 @@
 // other, and drops a change whose commit failed (Discard). Saved that
 // way the state is kept per workload (one named state each, and one for
 // the rest), so that a change writes what it changed, not the whole
-// cluster; a store holding the older single blob is loaded and converted
+// cluster, and finds what it changed from the workloads its mutations
+// marked, without looking at the others; a store holding the older single blob is loaded and converted
 // at the first save (persist.go).
 //
 // # Simulated use of the GPUs
