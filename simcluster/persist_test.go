@@ -256,3 +256,30 @@ func TestOwnerSavesNeedsAKeyedStore(t *testing.T) {
 		t.Errorf("New WithSavesByCaller on a blob-only store = %v; want a refusal", err)
 	}
 }
+
+// TestOwnerSavesAChangeMadeBeforeSaved: a change made between Unsaved
+// and Saved stays unsaved, and the next Unsaved writes it (the workload
+// it touched included, though an earlier change to it was saved).
+func TestOwnerSavesAChangeMadeBeforeSaved(t *testing.T) {
+	o := openOwnerSaves(t, filepath.Join(t.TempDir(), "gpubot.db"), clocktesting.NewFakeClock(t0))
+	if _, err := o.sim.Apply(o.ctx, submit(wl("a", 8, 0, time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	states, _, err := o.sim.Unsaved()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.sim.Apply(o.ctx, extend("a", 5*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.db.Commit(o.ctx, records.Writes{States: states}, o.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	o.sim.Saved()
+	if got, want := o.commit(t), []string{"simcluster.w.a"}; !cmp.Equal(got, want) {
+		t.Errorf("the change made before Saved wrote %v, want %v", got, want)
+	}
+	if diff := cmp.Diff(o.current(t), o.reloaded(t)); diff != "" {
+		t.Errorf("a restart loads another cluster (-before +after):\n%s", diff)
+	}
+}
