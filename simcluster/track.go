@@ -12,8 +12,8 @@ import (
 // Every mutating method of allocator.Snapshot that the cluster uses is
 // wrapped here to mark what it changes; the read-only ones are promoted.
 // A workload an operation changes without a mark here would not be
-// saved (TestOwnerSavesTheChangeOnly finds it: a restart loads another
-// cluster).
+// saved (TestOwnerSavesEveryKindOfChange finds it: a restart loads
+// another cluster).
 type tracked struct {
 	*allocator.Snapshot
 	touched map[string]struct{}
