@@ -342,22 +342,29 @@
 // A cycle costs about the number of distinct pending requirements
 // (queue, resources, topology, pinned flavor), not the number of pending
 // workloads, because workloads with the same requirements fit or fail
-// together. The GPU-only engine prunes preemption searches by shadows,
-// kept up to date, of what would be free without each candidate set
-// (shadow.go), and skips a flavor's preemption search that could not
+// together. The GPU-only engine prunes preemption searches within a
+// queue by shadows, kept up to date, of what would be free without each
+// candidate set (shadow.go; a LowerOrNewerEqualPriority shadow moves to
+// a head's Created only when its set as it stands does not decide), runs
+// reclaim searches on scratch counts (greedyFits) without a shadow, and
+// skips a flavor's preemption search that could not
 // beat the best flavor found so far; the general engine scans only nodes
 // with free GPUs (placement_res.go). One head a cycle, a class's failed
 // nomination is remembered until something that could undo the failure
 // happens on one of its flavors (failmemo.go): where the head has no
 // preemption candidates, a release undoes it only if the GPUs now fit
 // the quota and, the pods having not fitted, a node's free count reached
-// a new multiple of the pod's GPUs. The admission order, the
+// a new multiple of the pod's GPUs (setFree tabulates those steps). One
+// head a cycle, the dropped classes are listed, the queues' tops are
+// compared by the keys their heaps record, and a resumed class's next
+// head is searched from its cursor up. The admission order, the
 // admitted lists and the end heap compare Created and admission times as
 // wall-clock integers kept beside the slots. Tests hold the cycle to its plain
 // definition (reference_test.go). An estimate simulation costs its
-// cycles (a few hundred on the grid) plus its admissions and
-// preemptions, which dominate. The Estimator's fingerprint costs a pass
+// Schedule calls (a few hundred on the grid; under Admission Fair
+// Sharing about 100 000 one-head cycles in all) plus its admissions and
+// preemption searches, which dominate. The Estimator's fingerprint costs a pass
 // over the workloads; a change of any kind, the time included, means a
-// full recomputation (there is no partial one). See BENCHMARKS.txt for
+// full recomputation (there is no partial one). See BENCHMARKS.md for
 // figures.
 package allocator

@@ -111,9 +111,8 @@ func (s *Snapshot) memoFails(m *failMemo, c *class, q int, w *Workload) bool {
 		}
 		e := &m.per[i]
 		f := k.f
-		avail := s.available(q, int(f))
 		if later {
-			if e.fits && w.GPUs > avail {
+			if e.fits && w.GPUs > s.available(q, int(f)) {
 				return false
 			}
 			if e.freed == s.freedGPUs[f] && (!e.mayRec || (e.flip == s.flipGen[f] && e.reclaim == s.reclaimGen[f])) {
@@ -125,7 +124,7 @@ func (s *Snapshot) memoFails(m *failMemo, c *class, q int, w *Workload) bool {
 		// more pods than when they did not fit as long as no node's
 		// free count has reached a new multiple of the pod's GPUs.
 		if !s.noCandidates(q, int(f), w) ||
-			(w.GPUs <= avail && (!e.noNodes || e.rise != s.fl[f].rise[s.riseAt(k, w.Topology)])) {
+			(w.GPUs <= s.available(q, int(f)) && (!e.noNodes || e.rise != s.fl[f].rise[s.riseAt(k, w.Topology)])) {
 			return false
 		}
 	}

@@ -91,3 +91,42 @@ func TestFailMemoChangesNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestRiseCounters holds setFree's rise counters to their definition
+// (rise[m] moves when a node's ⌊free/m⌋ grows) for every change of a
+// node's free count, on a flavor of 8-GPU nodes (the tabulated steps,
+// riseMasks) and one of 64 (computed).
+func TestRiseCounters(t *testing.T) {
+	c := MakeCluster().Flavor("small", 8).Node("s0", "small", 8, "b", "r").
+		Flavor("big", 64).Node("b0", "big", 64, "b2", "r2").Obj()
+	s, err := NewSnapshot(c, t0, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"s0", "b0"} {
+		n := s.ix.nodeIdx[name]
+		f := s.ix.nodes[n].flavor
+		size := int32(s.ix.nodes[n].gpus)
+		if got := s.ix.flavors[f].rises == nil; got != (size > 63) {
+			t.Fatalf("%s: tabulated %v for %d GPUs", name, !got, size)
+		}
+		st := &s.fl[f]
+		for old := int32(0); old <= size; old++ {
+			for v := int32(0); v <= size; v++ {
+				s.setFree(n, old)
+				before := append([]uint64(nil), st.rise...)
+				s.setFree(n, v)
+				for m := range st.rise {
+					want := before[m]
+					if m >= 1 && int32(m) <= v && v/int32(m) > old/int32(m) {
+						want++
+					}
+					if st.rise[m] != want {
+						t.Fatalf("%s: free %d → %d: rise[%d] = %d, want %d", name, old, v, m, st.rise[m], want)
+					}
+				}
+			}
+		}
+		s.setFree(n, size)
+	}
+}

@@ -84,14 +84,15 @@ const (
 type flavorInfo struct {
 	name    string
 	gpn     int
-	elastic bool    // only pinned workloads may use it
-	maxGPUs int     // largest node in the flavor; free counts are 0..maxGPUs
-	total   int     // GPUs of all nodes
-	nodes   []int   // global node ids sorted by name
-	racks   []int   // rack domain ids sorted by name
-	blocks  []int   // block domain ids sorted by name
-	words   int     // bitset words for len(nodes)
-	full    []int32 // nodes per GPU count when all are free
+	elastic bool     // only pinned workloads may use it
+	maxGPUs int      // largest node in the flavor; free counts are 0..maxGPUs
+	total   int      // GPUs of all nodes
+	nodes   []int    // global node ids sorted by name
+	racks   []int    // rack domain ids sorted by name
+	blocks  []int    // block domain ids sorted by name
+	words   int      // bitset words for len(nodes)
+	full    []int32  // nodes per GPU count when all are free
+	rises   []uint64 // setFree's rise steps (riseMasks), nil above 63 GPUs
 }
 
 type nodeInfo struct {
@@ -317,6 +318,7 @@ func buildIndex(c *Cluster) (*index, error) {
 		for _, n := range fi.nodes {
 			fi.full[ix.nodes[n].gpus]++
 		}
+		fi.rises = riseMasks(fi.maxGPUs)
 		ix.buildDomains(c, f)
 	}
 	ix.npos = make([]nodePos, len(ix.nodes))

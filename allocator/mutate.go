@@ -2,6 +2,7 @@ package allocator
 
 import (
 	"fmt"
+	"math/bits"
 	"time"
 )
 
@@ -356,11 +357,41 @@ func (s *Snapshot) setFree(n int, v int32) {
 	s.blockCnt[ni.block][v]++
 	s.rackFree[ni.rack] += d
 	s.blockFree[ni.block] += d
-	for m := int32(1); m <= v && old < v; m++ {
+	if old >= v {
+		return
+	}
+	if t := s.ix.flavors[ni.flavor].rises; t != nil {
+		for b := t[int(old)*(len(st.cnt))+int(v)]; b != 0; b &= b - 1 {
+			st.rise[bits.TrailingZeros64(b)]++
+		}
+		return
+	}
+	for m := int32(1); m <= v; m++ {
 		if v/m > old/m {
 			st.rise[m]++
 		}
 	}
+}
+
+// riseMasks tabulates setFree's rise step for free counts 0..maxGPUs
+// (nil for more than 63): entry old·(maxGPUs+1)+v, old < v, has bit m
+// set when v/m > old/m, 1 ≤ m ≤ v, i.e. when rise[m] moves.
+func riseMasks(maxGPUs int) []uint64 {
+	if maxGPUs > 63 {
+		return nil
+	}
+	n := maxGPUs + 1
+	t := make([]uint64, n*n)
+	for old := range n {
+		for v := old + 1; v < n; v++ {
+			for m := 1; m <= v; m++ {
+				if v/m > old/m {
+					t[old*n+v] |= 1 << m
+				}
+			}
+		}
+	}
+	return t
 }
 
 func (s *Snapshot) mixPending(slot int32, delta int32) {

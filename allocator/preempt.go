@@ -87,12 +87,13 @@ func (s *Snapshot) getTargets(slot int32, i int, place, reclaimOnly bool) []int3
 	}
 	// Kueue tries other queues' workloads only when the queue is below
 	// its nominal quota; otherwise (or when there are none) only its own,
-	// with borrowing allowed. Either way the search cannot succeed unless
-	// the workload fits with every candidate gone, which the shadows
-	// answer cheaply; with only its own candidates, removing more only
-	// helps, so that answer is also the search's.
+	// with borrowing allowed. That search cannot succeed unless the
+	// workload fits with all of them gone, which the shadows answer
+	// cheaply; removing more only helps, so that answer is also the
+	// search's. A reclaim search goes to greedyFits, which decides it
+	// exactly, without a shadow (see shadow.go).
 	reclaim := s.mayReclaim(q, f) && s.othersHaveCandidates(q, f, p)
-	if (reclaimOnly && !reclaim) || !s.fitsWithout(q, &x.w, x.w.Topology, c, reclaim, place) {
+	if (reclaimOnly && !reclaim) || (!reclaim && !s.fitsWithout(q, &x.w, x.w.Topology, c, place)) {
 		return nil
 	}
 	sc := s.scratchBuf()
@@ -156,7 +157,7 @@ func (s *Snapshot) getTargets(slot int32, i int, place, reclaimOnly bool) []int3
 		return nil
 	}
 	// Own workloads only, borrowing allowed.
-	if len(own) > 0 && s.fitsWithout(q, &x.w, x.w.Topology, c, false, place) {
+	if len(own) > 0 && s.fitsWithout(q, &x.w, x.w.Topology, c, place) {
 		return s.minimalSet(slot, c, own, true, place)
 	}
 	s.rememberMiss(cl, i, &x.w, place)

@@ -433,35 +433,27 @@ func TestPropertyShadows(t *testing.T) {
 				qi := &s.ix.queues[q]
 				for _, c := range s.classes[x.cls].cands {
 					f := int(c.f)
-					for _, others := range []bool{false, true} {
-						if others && qi.cohort < 0 {
+					got := s.fitsWithout(q, &x.w, x.w.Topology, c, true)
+					var gone []int32
+					for v := range s.ws {
+						y := &s.ws[v]
+						if !y.live || int(y.fl) != f {
 							continue
 						}
-						got := s.fitsWithout(q, &x.w, x.w.Topology, c, others, true)
-						var gone []int32
-						for v := range s.ws {
-							y := &s.ws[v]
-							if !y.live || int(y.fl) != f {
-								continue
-							}
-							own := int(y.q) == q && qi.within != polNever && (y.w.Priority < x.w.Priority ||
-								(qi.within == polLowerOrNewerEqual && y.w.Priority == x.w.Priority && y.w.Created.After(x.w.Created)))
-							oth := others && int(y.q) != q && s.ix.queues[y.q].cohort == qi.cohort && s.borrowing(int(y.q), f) &&
-								(qi.reclaim == polAny || y.w.Priority < x.w.Priority)
-							if own || oth {
-								gone = append(gone, int32(v))
-							}
+						if int(y.q) == q && qi.within != polNever && (y.w.Priority < x.w.Priority ||
+							(qi.within == polLowerOrNewerEqual && y.w.Priority == x.w.Priority && y.w.Created.After(x.w.Created))) {
+							gone = append(gone, int32(v))
 						}
-						for _, v := range gone {
-							s.vacate(v)
-						}
-						want := s.fitsQuota(q, f, x.w.GPUs, true) && s.feasible(c, x.w.Topology)
-						for _, v := range gone {
-							s.occupy(v)
-						}
-						if got != want {
-							t.Fatalf("step %d: fitsWithout(%s, flavor %d, others=%v) = %v, removing %d candidates says %v", step, id, f, others, got, len(gone), want)
-						}
+					}
+					for _, v := range gone {
+						s.vacate(v)
+					}
+					want := s.fitsQuota(q, f, x.w.GPUs, true) && s.feasible(c, x.w.Topology)
+					for _, v := range gone {
+						s.occupy(v)
+					}
+					if got != want {
+						t.Fatalf("step %d: fitsWithout(%s, flavor %d) = %v, removing %d candidates says %v", step, id, f, got, len(gone), want)
 					}
 				}
 				checkInvariants(t, s)

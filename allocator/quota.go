@@ -31,7 +31,22 @@ func (s *Snapshot) addUsed(q, f, delta int) {
 // available is how many more GPUs of flavor f queue q may admit.
 // It may be negative after over-admission.
 func (s *Snapshot) available(q, f int) int {
-	return s.availableWith(q, f, s.used[q][f], 0)
+	// availableWith at u = the usage and freed = 0, where the cohort's
+	// use is the kept one as it is.
+	qi := &s.ix.queues[q]
+	qt := &qi.quota[f]
+	if !qt.has {
+		return 0
+	}
+	u := s.used[q][f]
+	if qi.cohort < 0 {
+		return qt.nominal - u
+	}
+	avail := max(0, qt.guaranteed-u) + s.ix.cohorts[qi.cohort].pool[f] - max(s.cohortC[qi.cohort][f], 0)
+	if qt.borrowSet {
+		avail = min(avail, qt.nominal+qt.borrow-u)
+	}
+	return avail
 }
 
 // availableWith is available() if q's usage on f were u and the cohort's

@@ -26,6 +26,7 @@ import (
 type cycleState struct {
 	cursor   []int32   // per class: members before it were tried
 	dropped  []bool    // per class
+	downs    []int32   // one head a cycle: the dropped classes, in no order
 	heaps    [][]int32 // per queue: live classes with untried members, by head
 	heads    []fentry
 	undrop   []int  // cohorts where a queue admitted while borrowing
@@ -104,14 +105,19 @@ func (s *Snapshot) schedule(emit sink) {
 		// 1. Heads.
 		heads := cy.heads[:0]
 		if one {
+			// The first head in the global order: the queues' tops
+			// compared by their recorded keys (cmpKey's order; a top's
+			// key is current, see refreshHead) and their queues' shares.
 			bq := -1
-			var best orderKey
+			var best *headKey
+			var bestSh float64
 			for q, h := range cy.heaps {
 				if len(h) == 0 {
 					continue
 				}
-				if k := s.keyOf(s.head(cy, h[0])); bq < 0 || cmpKey(&k, &best) < 0 {
-					bq, best = q, k
+				k, sh := &cy.hk[h[0]], s.share(q)
+				if bq < 0 || s.headKeyCmp(k, sh, best, bestSh) < 0 {
+					bq, best, bestSh = q, k, sh
 				}
 			}
 			if bq >= 0 {
@@ -201,6 +207,7 @@ func (s *Snapshot) beginCycle() (*cycleState, bool) {
 	clear(cy.cursor)
 	cy.dropped = slices.Grow(cy.dropped[:0], n)[:n]
 	clear(cy.dropped)
+	cy.downs = cy.downs[:0]
 	cy.undrop, cy.released, cy.reserved = cy.undrop[:0], false, cy.reserved[:0]
 	if len(cy.relFl) != len(s.ix.flavors) {
 		cy.relFl = make([]bool, len(s.ix.flavors))
@@ -263,11 +270,11 @@ func (s *Snapshot) endCycle(cy *cycleState) {
 		}
 	}
 	if cy.released {
-		for c := range s.classes {
-			if cy.dropped[c] && s.onReleased(cy.relFl, int32(c)) {
-				s.resume(cy, int32(c))
-			}
-		}
+		// One head a cycle (the case above handles the others): the
+		// dropped classes are listed, and the order in which they go
+		// back into their heaps does not matter (headLess is a total
+		// order, so a heap's top is the same).
+		s.resumeDowns(cy, func(c int32) bool { return s.onReleased(cy.relFl, c) })
 		clear(cy.relFl)
 		cy.released = false
 	}
@@ -281,14 +288,32 @@ func (s *Snapshot) endCycle(cy *cycleState) {
 				wake[q] = s.ix.queues[q].reclaim != polNever
 			}
 		}
-		for c := range s.classes {
-			if cy.dropped[c] && wake[s.classes[c].key.q] {
-				s.resume(cy, int32(c))
+		if cy.one {
+			s.resumeDowns(cy, func(c int32) bool { return wake[s.classes[c].key.q] })
+		} else {
+			for c := range s.classes {
+				if cy.dropped[c] && wake[s.classes[c].key.q] {
+					s.resume(cy, int32(c))
+				}
 			}
 		}
 		cy.wake = wake
 	}
 	cy.undrop = cy.undrop[:0]
+}
+
+// resumeDowns makes the dropped classes for which wake holds live again
+// (one head a cycle), keeping the others listed.
+func (s *Snapshot) resumeDowns(cy *cycleState, wake func(int32) bool) {
+	kept := cy.downs[:0]
+	for _, c := range cy.downs {
+		if wake(c) {
+			s.resume(cy, c)
+		} else {
+			kept = append(kept, c)
+		}
+	}
+	cy.downs = kept
 }
 
 // onReleased reports whether class c may use one of the flavors rel
@@ -313,122 +338,52 @@ func (s *Snapshot) onReleased(rel []bool, c int32) bool {
 func (s *Snapshot) resume(cy *cycleState, c int32) {
 	cy.dropped[c] = false
 	if cy.one {
-		cy.cursor[c] = max(cy.cursor[c], int32(s.firstAfter(c, &cy.cur)))
+		cy.cursor[c] = int32(s.firstAfter(c, &cy.cur, int(cy.cursor[c])))
 	}
 	s.requeueClass(cy, c)
 }
 
 // firstAfter is the index of class c's first member ordered after key
-// (in the admission order now).
-func (s *Snapshot) firstAfter(c int32, key *orderKey) int {
+// (in the admission order now), or from if that is later: the members
+// are in that order, so the search gallops up from from (a resumed
+// class's first member after the last head is mostly at or near its
+// cursor) and reads no member before it.
+func (s *Snapshot) firstAfter(c int32, key *orderKey, from int) int {
 	cl := &s.classes[c]
 	sh := s.share(int(cl.key.q))
-	i, _ := slices.BinarySearchFunc(cl.members, key, func(m int32, k *orderKey) int {
-		x := &s.ws[m]
+	after := func(i int) bool {
+		x := &s.ws[cl.members[i]]
 		mk := orderKey{prio: s.oprio(&x.w), share: sh, crSec: x.crSec, crNs: x.crNs, id: x.w.ID}
-		if cmpKey(&mk, k) <= 0 {
-			return -1
+		return cmpKey(&mk, key) > 0
+	}
+	n := len(cl.members)
+	if from >= n || after(from) {
+		return from
+	}
+	// members[lo] is not after key; find hi with members[hi] after it
+	// (or the end), doubling the step.
+	lo, step := from, 1
+	hi := lo + step
+	for hi < n && !after(hi) {
+		lo, step = hi, 2*step
+		hi = lo + step
+	}
+	hi = min(hi, n)
+	// The first member after key is in (lo, hi].
+	for lo+1 < hi {
+		m := int(uint(lo+hi) >> 1)
+		if after(m) {
+			hi = m
+		} else {
+			lo = m
 		}
-		return 1
-	})
-	return i
+	}
+	return hi
 }
 
 // head returns class c's next untried member.
 func (s *Snapshot) head(cy *cycleState, c int32) int32 {
 	return s.classes[c].members[cy.cursor[c]]
-}
-
-// refreshHead records class c's head's key, before c takes a new place
-// in its heap: a class's head changes only while it is out of its heap
-// or at its top (a victim goes back to its class after the cycle, one
-// head a cycle, or before the heaps are rebuilt, after a release).
-func (s *Snapshot) refreshHead(cy *cycleState, c int32) {
-	slot := s.head(cy, c)
-	x := &s.ws[slot]
-	cy.hk[c] = headKey{prio: s.oprio(&x.w), crNs: x.crNs, crSec: x.crSec, slot: slot}
-}
-
-// headLess is staticCmp(head of a, head of b) < 0 on the recorded keys.
-func (s *Snapshot) headLess(cy *cycleState, a, b int32) bool {
-	ka, kb := &cy.hk[a], &cy.hk[b]
-	if ka.prio != kb.prio {
-		return ka.prio > kb.prio
-	}
-	if ka.crSec != kb.crSec {
-		return ka.crSec < kb.crSec
-	}
-	if ka.crNs != kb.crNs {
-		return ka.crNs < kb.crNs
-	}
-	return s.ws[ka.slot].w.ID < s.ws[kb.slot].w.ID
-}
-
-func (s *Snapshot) siftDown(cy *cycleState, h []int32, i int) {
-	for {
-		l := 2*i + 1
-		if l >= len(h) {
-			return
-		}
-		m := l
-		if r := l + 1; r < len(h) && s.headLess(cy, h[r], h[l]) {
-			m = r
-		}
-		if !s.headLess(cy, h[m], h[i]) {
-			return
-		}
-		h[i], h[m] = h[m], h[i]
-		i = m
-	}
-}
-
-func (s *Snapshot) pushClass(cy *cycleState, c int32) {
-	q := s.classes[c].key.q
-	s.refreshHead(cy, c)
-	h := append(cy.heaps[q], c)
-	for i := len(h) - 1; i > 0; {
-		p := (i - 1) / 2
-		if !s.headLess(cy, h[i], h[p]) {
-			break
-		}
-		h[i], h[p] = h[p], h[i]
-		i = p
-	}
-	cy.heaps[q] = h
-}
-
-// popClass removes queue q's top class from its heap.
-func (s *Snapshot) popClass(cy *cycleState, q int) int32 {
-	h := cy.heaps[q]
-	c := h[0]
-	last := len(h) - 1
-	h[0] = h[last]
-	h = h[:last]
-	if len(h) > 0 {
-		s.siftDown(cy, h, 0)
-	}
-	cy.heaps[q] = h
-	return c
-}
-
-// fixTop restores queue q's heap after its top class's head was tried:
-// the class goes down to its new head's place, or out if it is dropped
-// or has no untried members left.
-func (s *Snapshot) fixTop(cy *cycleState, q int) {
-	h := cy.heaps[q]
-	c := h[0]
-	if cy.dropped[c] || int(cy.cursor[c]) >= len(s.classes[c].members) {
-		s.popClass(cy, q)
-		return
-	}
-	s.refreshHead(cy, c)
-	s.siftDown(cy, h, 0)
-}
-
-func (s *Snapshot) requeueClass(cy *cycleState, c int32) {
-	if !cy.dropped[c] && int(cy.cursor[c]) < len(s.classes[c].members) {
-		s.pushClass(cy, c)
-	}
 }
 
 // processFast is step 4 for one head (see processEntry).
@@ -447,6 +402,9 @@ func (s *Snapshot) processFast(cy *cycleState, e *fentry, preempted map[int32]bo
 		}
 		cy.cursor[e.c]++
 		cy.dropped[e.c] = true
+		if cy.one {
+			cy.downs = append(cy.downs, e.c)
+		}
 		return
 	}
 	for _, v := range n.targets {

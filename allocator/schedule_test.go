@@ -292,6 +292,15 @@ func TestFairSharing(t *testing.T) {
 			wantOrder: []string{"a1", "a2", "a3", "b1"},
 			want:      []string{"admitted:a1", "admitted:a2", "admitted:a3"},
 		},
+		"equal queues, equal arrival: the ID decides": {
+			cluster: cluster(0, 0),
+			workloads: []Workload{
+				MakeWorkload("q2").Queue("a").GPUs(8).Obj(),
+				MakeWorkload("q1").Queue("b").GPUs(8).Obj(),
+			},
+			wantOrder: []string{"q1", "q2"},
+			want:      []string{"admitted:q1"},
+		},
 		"entry penalty reorders the rest of the cycle": {
 			cluster: cluster(time.Hour, 0),
 			workloads: []Workload{

@@ -10,29 +10,27 @@ import (
 // victim gone, the pods would not fit. A shadow answers that question
 // without walking the candidates: it keeps, for one candidate set, how
 // many nodes (of the flavor, of each rack and of each block) would have
-// each free count if the set were gone, plus the set's GPUs in the
-// queue and in the others. Shadows are built on first use and then kept
-// up to date at every real admission and release, like the snapshot's
-// own buckets; a check costs the size of the buckets.
+// each free count if the set were gone, plus the set's GPUs. Shadows
+// are built on first use and then kept up to date at every real
+// admission and release, like the snapshot's own buckets; a check costs
+// the size of the buckets.
 //
-// A candidate set is named by the preemptor's queue, flavor, priority and
-// whether other queues' borrowing workloads count (ReclaimWithinCohort,
-// queue below nominal). With LowerOrNewerEqualPriority it also depends on
-// the preemptor's Created: the shadow keeps the last one asked for and
-// moves to another by adding or removing the equal-priority workloads
-// created in between.
-//
-// Membership of another queue's workload depends on that queue borrowing:
-// a shadow records which queues borrowed when it last looked, keeps to
-// that record when updated, and on use adds or removes the workloads of
-// the queues that have started or stopped borrowing since. Shadows are
-// caches: clones start without them, and unused ones are dropped after a
-// few cycles.
+// A candidate set is the preemptor's queue's own candidates, named by
+// the queue, flavor and priority. With LowerOrNewerEqualPriority it also
+// depends on the preemptor's Created: the shadow keeps the last one
+// asked for and moves to another by adding or removing the
+// equal-priority workloads created in between. A reclaim search (other
+// queues' candidates too) is not filtered by a shadow: greedyFits
+// decides it exactly, and the check with every candidate gone passed
+// almost always (17 900 of 19 000 calls in the benchmark) while keeping
+// such a shadow cost moving a queue's whole list each time it started
+// or stopped borrowing (BENCHMARKS.md, issue 12, fifth pass). Shadows
+// are caches: clones start without them, and unused ones are dropped
+// after a few cycles.
 
 type shadowKey struct {
-	q, f   int32
-	prio   int32
-	others bool
+	q, f int32
+	prio int32
 }
 
 type shadow struct {
@@ -42,9 +40,7 @@ type shadow struct {
 	cnt     []int32   // nodes per free count with the candidates gone
 	rack    [][]int32 // per rack of the flavor, by position
 	block   [][]int32 // per block of the flavor, by position
-	own     int       // candidates' GPUs in the preemptor's queue
-	oth     []int     // per queue: candidates' GPUs in other queues
-	lends   []bool    // per queue: counted as borrowing (others only)
+	own     int       // candidates' GPUs
 	used    uint64    // cycle of last use
 }
 
@@ -62,17 +58,16 @@ func (s *Snapshot) isCand(sh *shadow, v int32) bool {
 	w := &x.w
 	q := int(sh.key.q)
 	qi := &s.ix.queues[q]
-	if int(x.q) == q {
-		return qi.within != polNever && (w.Priority < sh.key.prio ||
-			(qi.within == polLowerOrNewerEqual && w.Priority == sh.key.prio && (x.crSec > sh.created.sec ||
-				(x.crSec == sh.created.sec && x.crNs > sh.created.ns))))
-	}
-	return sh.key.others && sh.lends[x.q] && (qi.reclaim == polAny || w.Priority < sh.key.prio)
+	return int(x.q) == q && qi.within != polNever && (w.Priority < sh.key.prio ||
+		(qi.within == polLowerOrNewerEqual && w.Priority == sh.key.prio && (x.crSec > sh.created.sec ||
+			(x.crSec == sh.created.sec && x.crNs > sh.created.ns))))
 }
 
-// shadowFor returns the up-to-date shadow for the given set.
-func (s *Snapshot) shadowFor(q int, head *Workload, f int, others bool) *shadow {
-	k := shadowKey{q: int32(q), f: int32(f), prio: head.Priority, others: others}
+// shadowFor returns the up-to-date shadow for the given set, except,
+// with LowerOrNewerEqualPriority, for its Created threshold: sh.created
+// may differ from head's (see fitsWithout).
+func (s *Snapshot) shadowFor(q int, head *Workload, f int) *shadow {
+	k := shadowKey{q: int32(q), f: int32(f), prio: head.Priority}
 	if s.shadows == nil {
 		s.shadows = &shadowSet{byKey: map[shadowKey]*shadow{}, perFlavor: make([][]*shadow, len(s.ix.flavors))}
 	}
@@ -85,13 +80,6 @@ func (s *Snapshot) shadowFor(q int, head *Workload, f int, others bool) *shadow 
 		s.shadows.byKey[k] = sh
 		s.shadows.perFlavor[f] = append(s.shadows.perFlavor[f], sh)
 		s.buildShadow(sh)
-	} else {
-		if others {
-			s.reconcileShadow(sh)
-		}
-		if t := createdKey(head); s.ix.queues[q].within == polLowerOrNewerEqual && t != sh.created {
-			s.moveCreated(sh, t)
-		}
 	}
 	sh.used = s.cycleNo
 	return sh
@@ -134,52 +122,6 @@ func (s *Snapshot) moveCreated(sh *shadow, t admKey) {
 	sh.created = t
 }
 
-// reconcileShadow brings sh's record of borrowing queues up to date,
-// adding or removing their workloads.
-func (s *Snapshot) reconcileShadow(sh *shadow) {
-	q, f := int(sh.key.q), int(sh.key.f)
-	for _, r := range s.ix.cohorts[s.ix.queues[q].cohort].queues {
-		if r == q || sh.lends[r] == s.borrowing(r, f) {
-			continue
-		}
-		sign := int32(-1)
-		if !sh.lends[r] {
-			sign = 1
-			sh.lends[r] = true // so that isCand counts r's workloads
-		}
-		for _, v := range s.reclaimable(sh, r, f) {
-			x := &s.ws[v]
-			sh.oth[r] += int(sign) * x.w.GPUs
-			for _, n := range x.nodes {
-				ni := &s.ix.npos[n]
-				old := s.nodeFree[n] + sh.cand[ni.pos]
-				sh.cand[ni.pos] += sign * x.per
-				h := old + sign*x.per
-				sh.move(ni, old, h)
-			}
-		}
-		sh.lends[r] = sign > 0
-	}
-}
-
-// reclaimable is the prefix of queue r's list on flavor f (r another
-// queue of sh's cohort, counted as borrowing) that isCand counts: all of
-// it under ReclaimWithinCohort Any, else its lower priorities (the list
-// is in victim order, lower priority first).
-func (s *Snapshot) reclaimable(sh *shadow, r, f int) []int32 {
-	l := &s.adm[r][f]
-	if s.ix.queues[sh.key.q].reclaim == polAny {
-		return l.slots
-	}
-	n := 0
-	for _, ps := range l.prio {
-		if ps.prio < sh.key.prio {
-			n += ps.n
-		}
-	}
-	return l.slots[:n]
-}
-
 // move records that node ni's free count with the candidates gone went
 // from old to h.
 func (sh *shadow) move(ni *nodePos, old, h int32) {
@@ -195,45 +137,19 @@ func (s *Snapshot) buildShadow(sh *shadow) {
 	f := int(sh.key.f)
 	fi := &s.ix.flavors[f]
 	sh.cand = resize(sh.cand, len(fi.nodes))
-	if len(sh.lends) != len(s.ix.queues) {
-		sh.lends = make([]bool, len(s.ix.queues))
-	}
-	co := s.ix.queues[sh.key.q].cohort
-	for r := range sh.lends {
-		sh.lends[r] = sh.key.others && r != int(sh.key.q) && s.ix.queues[r].cohort == co && s.borrowing(r, f)
-	}
 	sh.cnt = resize(sh.cnt, fi.maxGPUs+1)
 	sh.rack = resize2(sh.rack, len(fi.racks), fi.maxGPUs+1)
 	sh.block = resize2(sh.block, len(fi.blocks), fi.maxGPUs+1)
 	sh.own = 0
-	if len(sh.oth) != len(s.ix.queues) {
-		sh.oth = make([]int, len(s.ix.queues))
-	}
-	clear(sh.oth)
-	q := int(sh.key.q)
-	add := func(list []int32) {
-		for _, v := range list {
-			if !s.isCand(sh, v) {
-				continue
-			}
-			x := &s.ws[v]
-			for _, n := range x.nodes {
-				sh.cand[s.ix.npos[n].pos] += x.per
-			}
-			if int(x.q) == q {
-				sh.own += x.w.GPUs
-			} else {
-				sh.oth[x.q] += x.w.GPUs
-			}
+	for _, v := range s.adm[sh.key.q][f].slots {
+		if !s.isCand(sh, v) {
+			continue
 		}
-	}
-	add(s.adm[q][f].slots)
-	if co := s.ix.queues[q].cohort; sh.key.others && co >= 0 {
-		for _, r := range s.ix.cohorts[co].queues {
-			if r != q {
-				add(s.adm[r][f].slots)
-			}
+		x := &s.ws[v]
+		for _, n := range x.nodes {
+			sh.cand[s.ix.npos[n].pos] += x.per
 		}
+		sh.own += x.w.GPUs
 	}
 	for p, n := range fi.nodes {
 		h := s.nodeFree[n] + sh.cand[p]
@@ -278,11 +194,7 @@ func (s *Snapshot) shadowUpdate(v int32, sign int32) {
 			for _, n := range x.nodes {
 				sh.cand[s.ix.npos[n].pos] += sign * x.per
 			}
-			if x.q == sh.key.q {
-				sh.own += int(sign) * x.w.GPUs
-			} else {
-				sh.oth[x.q] += int(sign) * x.w.GPUs
-			}
+			sh.own += int(sign) * x.w.GPUs
 			continue
 		}
 		for i, n := range x.nodes {
@@ -335,23 +247,34 @@ func (s *Snapshot) pruneShadows(keepFrom uint64) {
 }
 
 // fitsWithout reports whether the head workload of queue q would fit on
-// c (by quota, borrowing allowed, and by placement) if its candidate set
-// were gone: its queue's own candidates, and with others those of the
-// cohort's borrowing queues.
-func (s *Snapshot) fitsWithout(q int, head *Workload, topo Level, c cand, others, place bool) bool {
-	f := int(c.f)
-	sh := s.shadowFor(q, head, f, others)
-	freed := 0 // how much lower the cohort's use would be
-	if others {
-		for r, g := range sh.oth {
-			if g > 0 {
-				rq := &s.ix.queues[r].quota[f]
-				u := s.used[r][f]
-				freed += max(0, u-rq.guaranteed) - max(0, u-g-rq.guaranteed)
-			}
+// c (by quota, borrowing allowed, and by placement) if its queue's own
+// candidates were gone.
+//
+// With LowerOrNewerEqualPriority the shadow is moved to head's Created
+// only if its set as it stands does not decide: a later Created only
+// takes equal-priority workloads out of the set and an earlier one only
+// adds them, and with fewer candidates gone the head fits no better (by
+// quota or on the nodes), so a set that will shrink and fails now fails
+// after the move, and one that will grow and fits now fits after it.
+// Within a Schedule call the heads come in Created order, so most
+// checks are of the first kind and most of them fail: their moves are
+// not made (the next check that needs the move makes it at once).
+func (s *Snapshot) fitsWithout(q int, head *Workload, topo Level, c cand, place bool) bool {
+	sh := s.shadowFor(q, head, int(c.f))
+	if t := createdKey(head); s.ix.queues[q].within == polLowerOrNewerEqual && t != sh.created {
+		now := s.shadowFits(sh, q, head, topo, c, place)
+		if later := createdKeyCmp(t, sh.created) > 0; later != now {
+			return now
 		}
+		s.moveCreated(sh, t)
 	}
-	if head.GPUs > s.availableWith(q, f, s.used[q][f]-sh.own, freed) {
+	return s.shadowFits(sh, q, head, topo, c, place)
+}
+
+// shadowFits is fitsWithout on sh's set as it stands.
+func (s *Snapshot) shadowFits(sh *shadow, q int, head *Workload, topo Level, c cand, place bool) bool {
+	f := int(c.f)
+	if head.GPUs > s.availableWith(q, f, s.used[q][f]-sh.own, 0) {
 		return false
 	}
 	if !place {
