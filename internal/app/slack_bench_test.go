@@ -167,6 +167,7 @@ func BenchmarkSlackAckLatency(b *testing.B) {
 	b.StopTimer()
 	var acks, answers, reads, requests []float64
 	var asked []requestAsked // each request command and when it was sent
+	refused := 0             // answered "gpubot is very busy" (the runtime's queue was full)
 	for _, a := range fake.Acks() {
 		if _, ok := sent[a.EnvelopeID]; ok {
 			acks = append(acks, float64(a.Latency)/float64(time.Millisecond))
@@ -184,8 +185,14 @@ func BenchmarkSlackAckLatency(b *testing.B) {
 		for i, m := range got {
 			ms := float64(m.PostedAt.Sub(cmds[i])) / float64(time.Millisecond)
 			answers = append(answers, ms)
+			if strings.HasPrefix(m.Text, "gpubot is very busy") {
+				refused++
+			}
 			if kinds[u][i] {
 				requests = append(requests, ms)
+				if strings.HasPrefix(m.Text, "gpubot is very busy") {
+					continue // no request was made
+				}
 				asked = append(asked, requestAsked{id: strings.SplitN(m.Text, " ", 2)[0], at: cmds[i]})
 			} else {
 				reads = append(reads, ms)
@@ -205,6 +212,7 @@ func BenchmarkSlackAckLatency(b *testing.B) {
 	b.ReportMetric(quantile(requests, 0.99), "p99-request-answer-ms")
 	b.ReportMetric(quantile(estimated, 0.5), "p50-request-estimate-ms")
 	b.ReportMetric(quantile(estimated, 0.99), "p99-request-estimate-ms")
+	b.ReportMetric(float64(refused), "refused-busy")
 	b.ReportMetric(peakRSS(), "peak-rss-MB")
 	b.ReportMetric(quantile(acks, 0.5), "p50-ack-ms")
 	b.ReportMetric(quantile(acks, 0.99), "p99-ack-ms")
@@ -213,10 +221,10 @@ func BenchmarkSlackAckLatency(b *testing.B) {
 	b.ReportMetric(quantile(answers, 0.99), "p99-answer-ms")
 	b.ReportMetric(0, "ns/op")
 	// Said before the checks, so that a failing run still shows its figures.
-	b.Logf("ack p50 %.1f p99 %.1f max %.1f ms; answer p50 %.0f p99 %.0f ms; reads p99 %.0f ms; requests p50 %.0f p99 %.0f ms; request estimate p50 %.0f p99 %.0f ms (%d of %d); peak RSS %.0f MB",
+	b.Logf("ack p50 %.1f p99 %.1f max %.1f ms; answer p50 %.0f p99 %.0f ms; reads p99 %.0f ms; requests p50 %.0f p99 %.0f ms; request estimate p50 %.0f p99 %.0f ms (%d of %d); %d of %d refused as busy; peak RSS %.0f MB",
 		quantile(acks, 0.5), quantile(acks, 0.99), quantile(acks, 1), quantile(answers, 0.5), quantile(answers, 0.99),
 		quantile(reads, 0.99), quantile(requests, 0.5), quantile(requests, 0.99),
-		quantile(estimated, 0.5), quantile(estimated, 0.99), len(estimated), len(asked), peakRSS())
+		quantile(estimated, 0.5), quantile(estimated, 0.99), len(estimated), len(asked), refused, b.N, peakRSS())
 	if len(estimated) != len(asked) {
 		b.Errorf("%d of %d request cards never showed an estimate", len(asked)-len(estimated), len(asked))
 	}
@@ -262,10 +270,19 @@ func timesToEstimate(b *testing.B, fake *slackfake.Server, asked []requestAsked)
 	})
 	cs := cards()
 	var out []float64
+	missing, unsettled := 0, 0
 	for _, a := range asked {
 		m, ok := cs[a.id]
 		if !ok {
+			if missing++; missing <= 3 {
+				b.Logf("no card for %q", a.id)
+			}
 			continue
+		}
+		if !settled(a.id, m.Text) {
+			if unsettled++; unsettled <= 3 {
+				b.Logf("card %s without an estimate: %q", a.id, m.Text)
+			}
 		}
 		// Version k's text is History[k].Text (the current one last); it
 		// was posted at PostedAt (k = 0) or when version k-1 was replaced.
@@ -281,6 +298,9 @@ func timesToEstimate(b *testing.B, fake *slackfake.Server, asked []requestAsked)
 				break
 			}
 		}
+	}
+	if missing+unsettled > 0 {
+		b.Logf("%d request cards not posted, %d without an estimate, a minute after the last answer", missing, unsettled)
 	}
 	stdslices.Sort(out)
 	return out
