@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	stdslices "slices"
 	"strconv"
 	"strings"
@@ -190,10 +191,11 @@ func BenchmarkSlackAckLatency(b *testing.B) {
 			}
 			if kinds[u][i] {
 				requests = append(requests, ms)
-				if strings.HasPrefix(m.Text, "gpubot is very busy") {
-					continue // no request was made
+				// A request made answers with its card's text, "rN …";
+				// anything else (busy, refused) made none.
+				if id, _, _ := strings.Cut(m.Text, " "); requestID.MatchString(id) {
+					asked = append(asked, requestAsked{id: id, at: cmds[i]})
 				}
-				asked = append(asked, requestAsked{id: strings.SplitN(m.Text, " ", 2)[0], at: cmds[i]})
 			} else {
 				reads = append(reads, ms)
 			}
@@ -230,6 +232,8 @@ func BenchmarkSlackAckLatency(b *testing.B) {
 	}
 	noUnacked(b, fake)
 }
+
+var requestID = regexp.MustCompile(`^r[0-9]+$`)
 
 // requestAsked is a request command: the request's ID (from its answer)
 // and when the command was sent.
