@@ -9,6 +9,7 @@ import (
 	stdslices "slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -99,6 +100,15 @@ func (m *memState) PutState(_ context.Context, _ string, data []byte) error {
 	return nil
 }
 
+// cpuTime is the CPU the process has used so far (user and system).
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // peakRSS is the process's peak resident set size in MB (VmHWM), or 0.
 func peakRSS() float64 {
 	data, err := os.ReadFile("/proc/self/status")
@@ -118,7 +128,10 @@ func peakRSS() float64 {
 // ack of a /gpu command, end to end through slack-go's Socket Mode client,
 // at a steady command rate with thousands of requests pending in the
 // simulated cluster. Reported: p50 and p99 ack latency, and p50 and p99
-// time to the answer (the ephemeral reply). Tune with GPUBOT_BENCH_PENDING
+// time to the answer (the ephemeral reply); for requests, the time to
+// the card first showing an estimate; the commands refused as busy (the
+// runtime's queue full: answered at once, so the answer times include
+// them); the process's CPU for the commands. Tune with GPUBOT_BENCH_PENDING
 // (default 2000) and GPUBOT_BENCH_RATE (commands per second, default 20).
 func BenchmarkSlackAckLatency(b *testing.B) {
 	pending := envInt(b, "GPUBOT_BENCH_PENDING", 2000)
@@ -142,6 +155,7 @@ func BenchmarkSlackAckLatency(b *testing.B) {
 	}
 	tick := time.NewTicker(time.Second / time.Duration(rate))
 	defer tick.Stop()
+	cpuBefore := cpuTime()
 	b.ResetTimer()
 	for i := range b.N {
 		<-tick.C
@@ -166,6 +180,9 @@ func BenchmarkSlackAckLatency(b *testing.B) {
 		b.Fatalf("waiting for every answer: %v", err)
 	}
 	b.StopTimer()
+	// The process's CPU for the commands (the fake Slack's included):
+	// what the load of other work on the machine changes least.
+	cpu := (cpuTime() - cpuBefore).Seconds()
 	var acks, answers, reads, requests []float64
 	var asked []requestAsked // each request command and when it was sent
 	refused := 0             // answered "gpubot is very busy" (the runtime's queue was full)
@@ -215,6 +232,7 @@ func BenchmarkSlackAckLatency(b *testing.B) {
 	b.ReportMetric(quantile(estimated, 0.5), "p50-request-estimate-ms")
 	b.ReportMetric(quantile(estimated, 0.99), "p99-request-estimate-ms")
 	b.ReportMetric(float64(refused), "refused-busy")
+	b.ReportMetric(cpu, "cpu-s")
 	b.ReportMetric(peakRSS(), "peak-rss-MB")
 	b.ReportMetric(quantile(acks, 0.5), "p50-ack-ms")
 	b.ReportMetric(quantile(acks, 0.99), "p99-ack-ms")
@@ -223,10 +241,10 @@ func BenchmarkSlackAckLatency(b *testing.B) {
 	b.ReportMetric(quantile(answers, 0.99), "p99-answer-ms")
 	b.ReportMetric(0, "ns/op")
 	// Said before the checks, so that a failing run still shows its figures.
-	b.Logf("ack p50 %.1f p99 %.1f max %.1f ms; answer p50 %.0f p99 %.0f ms; reads p99 %.0f ms; requests p50 %.0f p99 %.0f ms; request estimate p50 %.0f p99 %.0f ms (%d of %d); %d of %d refused as busy; peak RSS %.0f MB",
+	b.Logf("ack p50 %.1f p99 %.1f max %.1f ms; answer p50 %.0f p99 %.0f ms; reads p99 %.0f ms; requests p50 %.0f p99 %.0f ms; request estimate p50 %.0f p99 %.0f ms (%d of %d); %d of %d refused as busy; %.1f s of CPU; peak RSS %.0f MB",
 		quantile(acks, 0.5), quantile(acks, 0.99), quantile(acks, 1), quantile(answers, 0.5), quantile(answers, 0.99),
 		quantile(reads, 0.99), quantile(requests, 0.5), quantile(requests, 0.99),
-		quantile(estimated, 0.5), quantile(estimated, 0.99), len(estimated), len(asked), refused, b.N, peakRSS())
+		quantile(estimated, 0.5), quantile(estimated, 0.99), len(estimated), len(asked), refused, b.N, cpu, peakRSS())
 	if len(estimated) != len(asked) {
 		b.Errorf("%d of %d request cards never showed an estimate", len(asked)-len(estimated), len(asked))
 	}
