@@ -180,9 +180,31 @@ func (s *Service) refresh(ctx context.Context) (outs []Output) {
 	opts := s.estimateOptions(c)
 	ests := s.computeEstimates(snap, opts)
 	s.setEstimates(ests, opts, s.requestMix(c), c.now, v.snap)
+	s.prepareOffers(c, snap, ests)
 	defer s.enter(c)()
 	s.postEstimates(c, snap, ests)
 	return c.outs
+}
+
+// movedIn is postEstimates' filter: queued requests whose estimate in
+// ests moved materially (or who have none yet).
+func movedIn(c *call, ests map[string]allocator.Estimate) func(records.Request) bool {
+	return func(r records.Request) bool {
+		e, ok := ests[r.ID]
+		return ok && r.State == records.StateQueued && material(r.Estimate, toRecord(c.now, e), c.now)
+	}
+}
+
+// prepareOffers works out, before the write section, the spot offers on
+// the cards postEstimates is likely to re-post (each simulation copies
+// the whole cluster: in the write section it would hold up every write,
+// and under load most re-posted cards are requests' first estimates).
+func (s *Service) prepareOffers(c *call, snap *allocator.Snapshot, ests map[string]allocator.Estimate) {
+	for _, r := range s.readRequests(c, movedIn(c, ests), false) {
+		if s.offerDue(c, snap, r, toRecord(c.now, ests[r.ID])) {
+			s.prepareOffer(c, snap, r)
+		}
+	}
 }
 
 // postEstimates saves and posts the estimates of queued requests that
@@ -190,10 +212,7 @@ func (s *Service) refresh(ctx context.Context) (outs []Output) {
 func (s *Service) postEstimates(c *call, snap *allocator.Snapshot, ests map[string]allocator.Estimate) {
 	// Of thousands queued, few move: those are sorted (posts in ID order)
 	// and copied.
-	moved := s.readRequests(c, func(r records.Request) bool {
-		e, ok := ests[r.ID]
-		return ok && r.State == records.StateQueued && material(r.Estimate, toRecord(c.now, e), c.now)
-	}, true)
+	moved := s.readRequests(c, movedIn(c, ests), true)
 	for _, r := range moved {
 		r = cloneRequest(r)
 		e := ests[r.ID]

@@ -215,3 +215,66 @@ func TestRequestUnderBusyRefresherGetsItsEstimateFromTheRefresher(t *testing.T) 
 	cancel()
 	<-done
 }
+
+// TestRequestLeftToTheRefresherLosesNothing: requests whose estimates
+// were left to a busy refresher, then cancelled, admitted, or carried
+// over a restart before it came to them: the first refresh after the
+// restart posts the estimate of the one still queued, once, and nothing
+// for the others.
+func TestRequestLeftToTheRefresherLosesNothing(t *testing.T) {
+	en := &countingEngine{}
+	e := newEnv(t, parse(t, small), withEngine(en))
+	e.do("alice", "request 8xh100 for 4h")
+	e.do("alice", "request 8xh100 for 4h")
+	en.mu.Lock()
+	en.calls, en.started, en.hold = 0, make(chan struct{}), make(chan struct{})
+	en.mu.Unlock()
+	clk := clocktesting.NewFakeClock(t0)
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		e.svc.RunEstimates(ctx, clk, time.Second, func(context.Context, []commands.Output) {})
+	}()
+	e.svc.MarkEstimatesStale()
+	<-en.started
+	later := want{"sender", "Its start estimate is being worked out"}
+	check(t, e.svc.Handle(e.ctx, commands.Input{User: "alice", Text: "request 8xh100 for 1h"}), later)        // r3: admitted meanwhile
+	check(t, e.svc.Handle(e.ctx, commands.Input{User: "alice", Text: "request 8xh100 for 2h"}), later)        // r4: cancelled
+	check(t, e.svc.Handle(e.ctx, commands.Input{User: "bob", Text: "request 8xh100 for 1h team nlp"}), later) // r5: still queued
+	check(t, e.svc.Handle(e.ctx, commands.Input{User: "alice", Text: "cancel r4"}), want{"sender", "r4"})
+	check(t, e.svc.Handle(e.ctx, commands.Input{User: "alice", Text: "release r1"}), want{"card r3", "r3 running"})
+	// The refresher stops before it came to them: gpubot restarts.
+	close(en.hold)
+	waitFor(t, "the held pass to end", func() bool { return clk.HasWaiters() })
+	cancel()
+	<-done
+	svc, err := commands.NewService(e.ctx, e.cfg.Settings(), commands.Deps{
+		Cluster: e.cluster, Requests: e.db, IDs: e.db, Commit: e.db, Audit: e.db, Usage: e.db, Clock: e.clock,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.svc = svc
+	if r := e.req("r5"); r.Estimate != nil {
+		t.Fatalf("r5 has an estimate before any refresh of it: %+v", r.Estimate)
+	}
+	e.svc.MarkEstimatesStale()
+	outs := e.svc.Settle(e.ctx)
+	check(t, outs, want{"card r5", "r5 queued: starts "}, want{"thread r5", "Starts "})
+	if n := len(said(outs, "thread r5")) + len(said(outs, "card r5")); n != 2 {
+		t.Errorf("%d posts for r5's estimate, want its card and one thread line:\n%s", n, show(outs))
+	}
+	for _, id := range []string{"r3", "r4"} {
+		if n := len(said(outs, "thread "+id)) + len(said(outs, "card "+id)); n != 0 {
+			t.Errorf("%s (admitted or cancelled meanwhile) got an estimate posted:\n%s", id, show(outs))
+		}
+	}
+	if r := e.req("r5"); r.Estimate == nil || r.FirstEstimate == nil {
+		t.Errorf("r5's estimate was not saved: %+v", r)
+	}
+	e.svc.MarkEstimatesStale()
+	if again := e.svc.Settle(e.ctx); len(said(again, "thread r5"))+len(said(again, "card r5")) != 0 {
+		t.Errorf("r5's estimate posted again after the restart:\n%s", show(again))
+	}
+}
