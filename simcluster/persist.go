@@ -1,6 +1,7 @@
 package simcluster
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -20,11 +21,16 @@ import (
 // whole cluster (about 2 MB of JSON for 13 000 workloads): one named
 // state per workload (workloadPrefix + its ID: the workload and its
 // profile) and one for the rest (metaName: the time, the usage and the
-// elastic state). Without WithSavesByCaller the state is one blob under
-// StateName, as before; a cluster that finds that blob loads it and, with
+// elastic state). A commit writes the workloads the changes since the
+// last one touched, as each mutation marks them (track.go), that differ
+// from what the store holds, and the rest only if it changed: its cost
+// is that of the change, not of the cluster's 13 000 workloads.
+//
+// Without WithSavesByCaller the state is one blob under StateName, as
+// before; a cluster that finds that blob loads it and, with
 // WithSavesByCaller, replaces it by the per-workload names at its first
-// save (the blob and names it no longer has are removed in the same
-// transaction).
+// save (every workload is marked touched; the blob and names it no
+// longer has are removed in the same transaction).
 const (
 	keyedPrefix    = StateName + "."
 	metaName       = keyedPrefix + "meta"
@@ -55,13 +61,52 @@ type savedWorkload struct {
 	Profile  *Profile           `json:"profile,omitempty"`
 }
 
-// baseline is what the store holds of the workloads, sorted by ID, as
-// of the last save; fromBlob says the store holds the single blob (and
-// stale, per-workload names it no longer has), to be replaced.
+// baseline is what the store holds, as of the last save: each
+// workload's saved form by ID, and the encoded meta (nil when unknown);
+// fromBlob says the store holds the single blob (and stale, per-workload
+// names it no longer has), to be replaced.
 type baseline struct {
-	ws       []savedWorkload
+	ws       map[string]savedWorkload
+	meta     []byte
 	fromBlob bool
 	stale    map[string]bool
+}
+
+// unsaved is what an Unsaved returned: the workloads it wrote (nil for
+// those it removed), the meta as written, and the number of the last
+// change it covers.
+type unsaved struct {
+	ws   map[string]*savedWorkload
+	meta []byte
+	gen  uint64
+}
+
+// touch marks ids as changed by a new change. The caller holds c.mu.
+func (c *Cluster) touch(ids map[string]struct{}) {
+	c.gen++
+	c.dirty = true
+	for id := range ids {
+		c.touched[id] = c.gen
+	}
+}
+
+// settle makes u, now durable, the baseline: the workloads not touched
+// again since are saved. The caller holds c.mu.
+func (c *Cluster) settle(u *unsaved) {
+	for id, sw := range u.ws {
+		if sw == nil {
+			delete(c.base.ws, id)
+		} else {
+			c.base.ws[id] = *sw
+		}
+	}
+	c.base.meta, c.base.fromBlob, c.base.stale = u.meta, false, nil
+	for id, g := range c.touched {
+		if g <= u.gen {
+			delete(c.touched, id)
+		}
+	}
+	c.dirty, c.pending = c.gen != u.gen, nil
 }
 
 // loadKeyed makes the per-workload state in keyed current. The caller
@@ -79,6 +124,7 @@ func (c *Cluster) loadKeyed(keyed map[string][]byte) error {
 		return fmt.Errorf("the simulated cluster's saved state has version %d; this gpubot reads versions %d and %d", m.Version, stateVersion, keyedVersion)
 	}
 	ws := make([]savedWorkload, 0, len(keyed)-1)
+	base := baseline{ws: make(map[string]savedWorkload, len(keyed)), meta: raw}
 	for name, data := range keyed {
 		id, ok := strings.CutPrefix(name, workloadPrefix)
 		if !ok {
@@ -92,6 +138,7 @@ func (c *Cluster) loadKeyed(keyed map[string][]byte) error {
 			return fmt.Errorf("decoding the simulated cluster's saved state: %s holds workload %q", name, sw.Workload.ID)
 		}
 		ws = append(ws, sw)
+		base.ws[id] = sw
 	}
 	slices.SortFunc(ws, func(a, b savedWorkload) int { return cmp.Compare(a.Workload.ID, b.Workload.ID) })
 	wls := make([]allocator.Workload, len(ws))
@@ -109,7 +156,7 @@ func (c *Cluster) loadKeyed(keyed map[string][]byte) error {
 	c.snap, c.profiles = snap, profiles
 	c.el = m.Elastic.clone()
 	c.el.upgrade(snap)
-	c.base = baseline{ws: ws}
+	c.base, c.touched = base, map[string]uint64{}
 	return nil
 }
 
@@ -130,11 +177,19 @@ func (c *Cluster) loadStored(ctx context.Context) (found bool, err error) {
 		if err := c.load(data); err != nil {
 			return false, err
 		}
-		c.base = baseline{fromBlob: true, stale: map[string]bool{}}
+		c.base = baseline{ws: map[string]savedWorkload{}, fromBlob: true, stale: map[string]bool{}}
 		for name := range keyed {
 			c.base.stale[name] = true
 		}
-		c.dirty = c.callerSaves // replaced by the per-workload state at the first save
+		// Replaced by the per-workload state at the first save: every
+		// workload is to be written.
+		c.touched = map[string]uint64{}
+		if c.callerSaves {
+			for _, w := range c.snap.Workloads() {
+				c.touched[w.ID] = c.gen
+			}
+		}
+		c.dirty = c.callerSaves
 		return true, nil
 	}
 	if len(keyed) == 0 {
@@ -144,52 +199,49 @@ func (c *Cluster) loadStored(ctx context.Context) (found bool, err error) {
 }
 
 // delta returns the named states that make the store hold the current
-// state, given what it holds (c.base), and the baseline once they are
-// durable. The caller holds c.mu.
-func (c *Cluster) delta() ([]records.NamedState, []savedWorkload, error) {
-	now := c.snap.Workloads() // sorted by ID
-	cur := make([]savedWorkload, len(now))
-	for i, w := range now {
-		cur[i].Workload = w
-		if p, ok := c.profiles[w.ID]; ok {
-			cur[i].Profile = &p
-		}
+// state, given what it holds (c.base): the touched workloads that differ
+// from their saved form, in ID order, and the meta if it changed; with
+// what they will make the baseline once durable. The caller holds c.mu.
+func (c *Cluster) delta() ([]records.NamedState, *unsaved, error) {
+	ids := make([]string, 0, len(c.touched))
+	for id := range c.touched {
+		ids = append(ids, id)
 	}
+	slices.Sort(ids)
+	u := &unsaved{ws: map[string]*savedWorkload{}, gen: c.gen}
 	var out []records.NamedState
-	put := func(sw savedWorkload) error {
-		data, err := json.Marshal(sw)
+	for _, id := range ids {
+		old, had := c.base.ws[id]
+		w, ok := c.snap.Workload(id)
+		if !ok {
+			if had {
+				out = append(out, records.NamedState{Name: workloadPrefix + id}) // gone
+				u.ws[id] = nil
+			}
+			continue
+		}
+		cur := &savedWorkload{Workload: w}
+		if p, ok := c.profiles[id]; ok {
+			cur.Profile = &p
+		}
+		if had && sameSaved(old, *cur) {
+			continue
+		}
+		data, err := json.Marshal(cur)
 		if err != nil {
-			return fmt.Errorf("encoding the simulated cluster's workload %s: %w", sw.Workload.ID, err)
+			return nil, nil, fmt.Errorf("encoding the simulated cluster's workload %s: %w", id, err)
 		}
-		out = append(out, records.NamedState{Name: workloadPrefix + sw.Workload.ID, Data: data})
-		return nil
-	}
-	old := c.base.ws
-	i, j := 0, 0
-	for i < len(old) || j < len(cur) {
-		switch {
-		case j == len(cur) || (i < len(old) && old[i].Workload.ID < cur[j].Workload.ID):
-			out = append(out, records.NamedState{Name: workloadPrefix + old[i].Workload.ID}) // gone
-			i++
-		case i == len(old) || cur[j].Workload.ID < old[i].Workload.ID:
-			if err := put(cur[j]); err != nil {
-				return nil, nil, err
-			}
-			j++
-		default:
-			if !sameSaved(old[i], cur[j]) {
-				if err := put(cur[j]); err != nil {
-					return nil, nil, err
-				}
-			}
-			i, j = i+1, j+1
-		}
+		out = append(out, records.NamedState{Name: workloadPrefix + id, Data: data})
+		u.ws[id] = cur
 	}
 	data, err := json.Marshal(meta{Version: keyedVersion, Now: c.snap.Now(), Usage: c.snap.Usage(), Elastic: c.el})
 	if err != nil {
 		return nil, nil, fmt.Errorf("encoding the simulated cluster: %w", err)
 	}
-	out = append(out, records.NamedState{Name: metaName, Data: data})
+	u.meta = data
+	if !bytes.Equal(data, c.base.meta) {
+		out = append(out, records.NamedState{Name: metaName, Data: data})
+	}
 	if c.base.fromBlob {
 		out = append(out, records.NamedState{Name: StateName})
 		written := map[string]bool{}
@@ -202,7 +254,7 @@ func (c *Cluster) delta() ([]records.NamedState, []savedWorkload, error) {
 			}
 		}
 	}
-	return out, cur, nil
+	return out, u, nil
 }
 
 // sameSaved reports whether a and b would be saved alike.
@@ -241,14 +293,16 @@ func (c *Cluster) saveKeyed(ctx context.Context) error {
 	if !ok {
 		return errors.New("saving the simulated cluster: its store cannot keep per-workload state")
 	}
-	states, ws, err := c.delta()
+	states, u, err := c.delta()
 	if err != nil {
 		return err
 	}
-	if _, err := ks.Commit(ctx, records.Writes{States: states}, c.snap.Now()); err != nil {
-		return fmt.Errorf("saving the simulated cluster: %w", err)
+	if len(states) > 0 {
+		if _, err := ks.Commit(ctx, records.Writes{States: states}, c.snap.Now()); err != nil {
+			return fmt.Errorf("saving the simulated cluster: %w", err)
+		}
 	}
-	c.base, c.dirty, c.pending = baseline{ws: ws}, false, nil
+	c.settle(u)
 	return nil
 }
 

@@ -52,10 +52,10 @@ func (c *Cluster) dueElastic(s *allocator.Snapshot, e *elasticState, to time.Tim
 // advance moves s to now: provisioning attempts end, held work is queued
 // again, spot nodes are reclaimed, in time order with the admissions and
 // ends Advance makes.
-func (c *Cluster) advance(s *allocator.Snapshot, e *elasticState, now time.Time) []allocator.Event {
+func (c *Cluster) advance(s *tracked, e *elasticState, now time.Time) []allocator.Event {
 	var events []allocator.Event
 	for {
-		at, ok := c.dueElastic(s, e, now)
+		at, ok := c.dueElastic(s.Snapshot, e, now)
 		if !ok {
 			break
 		}
@@ -132,7 +132,7 @@ func admissionFlavor(ev allocator.Event) string {
 // work is admitted onto its nodes, as of the attempt's end, or it gives
 // its quota back and is held for Kueue's back-off (or for good once the
 // retries are spent).
-func (c *Cluster) endAttempts(s *allocator.Snapshot, e *elasticState, at time.Time) []allocator.Event {
+func (c *Cluster) endAttempts(s *tracked, e *elasticState, at time.Time) []allocator.Event {
 	var ids []string
 	for id, ch := range e.Checks {
 		if ch.State == commands.CheckPending && !ch.Due.After(at) {

@@ -23,7 +23,8 @@
 // other, and drops a change whose commit failed (Discard). Saved that
 // way the state is kept per workload (one named state each, and one for
 // the rest), so that a change writes what it changed, not the whole
-// cluster; a store holding the older single blob is loaded and converted
+// cluster, and finds what it changed from the workloads its mutations
+// marked, without looking at the others; a store holding the older single blob is loaded and converted
 // at the first save (persist.go).
 //
 // # Simulated use of the GPUs
@@ -132,7 +133,9 @@ type Cluster struct {
 	profiles map[string]Profile
 	dirty    bool // changed since the owner last saved it (WithSavesByCaller)
 	base     baseline
-	pending  []savedWorkload // the baseline once what Unsaved returned is saved
+	touched  map[string]uint64 // workloads changed since saved, by the number of their last change
+	gen      uint64            // the changes made, numbered (WithSavesByCaller)
+	pending  *unsaved          // what the last Unsaved returned, made the baseline by Saved
 	c        *allocator.Cluster
 	el       elasticState
 }
@@ -143,7 +146,7 @@ type Cluster struct {
 // queue is reported, not ignored.
 func New(ctx context.Context, c *allocator.Cluster, st StateStore, clk clock.PassiveClock, opts ...Option) (*Cluster, bool, error) {
 	cl := &Cluster{clock: clk, st: st, podsTimeout: DefaultPodsReadyTimeout, profiles: map[string]Profile{}, c: c,
-		el: elasticState{Checks: map[string]check{}}}
+		el: elasticState{Checks: map[string]check{}}, base: baseline{ws: map[string]savedWorkload{}}, touched: map[string]uint64{}}
 	for _, o := range opts {
 		o(cl)
 	}
@@ -194,31 +197,35 @@ func (c *Cluster) load(data []byte) error {
 
 // Unsaved returns the named states to save, if the cluster changed
 // since the last Saved (WithSavesByCaller; never otherwise): the
-// workloads that changed, were added or went (nil Data), and the rest of
-// the state, as the package doc of persist.go describes.
+// workloads the changes since touched that differ from what the store
+// holds (nil Data for those that went), and the rest of the state if it
+// changed, as the package doc of persist.go describes. Its cost is that
+// of what changed, not of the whole cluster.
 func (c *Cluster) Unsaved() ([]records.NamedState, bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.dirty {
 		return nil, false, nil
 	}
-	states, ws, err := c.delta()
+	states, u, err := c.delta()
 	if err != nil {
 		return nil, false, err
 	}
-	c.pending = ws
+	if len(states) == 0 { // changed and changed back: the store holds it
+		c.settle(u)
+		return nil, false, nil
+	}
+	c.pending = u
 	return states, true, nil
 }
 
 // Saved tells the cluster that the states Unsaved last returned are
-// durable. Changes made since are still unsaved only if the caller made
-// them after that call; the command service makes none in between.
+// durable. Changes made after that Unsaved stay unsaved.
 func (c *Cluster) Saved() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.dirty = false
 	if c.pending != nil {
-		c.base, c.pending = baseline{ws: c.pending}, nil
+		c.settle(c.pending)
 	}
 }
 
@@ -306,6 +313,7 @@ func (c *Cluster) SetProfile(ctx context.Context, id string, p Profile) error {
 	if c.callerSaves {
 		old := c.profiles
 		c.profiles = profiles
+		c.touch(map[string]struct{}{id: {}})
 		if err := c.saveKeyed(ctx); err != nil { // with any unsaved change, as below
 			c.profiles = old
 			return err
@@ -347,12 +355,12 @@ func (c *Cluster) GPUUtilization(_ context.Context, ids []string, window time.Du
 
 // Advance moves the cluster to the clock's time.
 func (c *Cluster) Advance(ctx context.Context) ([]allocator.Event, error) {
-	return c.change(ctx, func(*allocator.Snapshot, *elasticState) ([]allocator.Event, error) { return nil, nil })
+	return c.change(ctx, func(*tracked, *elasticState) ([]allocator.Event, error) { return nil, nil })
 }
 
 // Apply carries out op at the clock's time.
 func (c *Cluster) Apply(ctx context.Context, op commands.Op) ([]allocator.Event, error) {
-	return c.change(ctx, func(s *allocator.Snapshot, e *elasticState) ([]allocator.Event, error) {
+	return c.change(ctx, func(s *tracked, e *elasticState) ([]allocator.Event, error) {
 		switch op.Kind {
 		case commands.OpSubmit:
 			if e.holding(op.Workload.ID) >= 0 {
@@ -414,7 +422,7 @@ func (c *Cluster) Apply(ctx context.Context, op commands.Op) ([]allocator.Event,
 // submit adds w. A workload with an Admission but no nodes is work that
 // was already running (a seed): it is placed now and admitted as of its
 // Admission time.
-func submit(s *allocator.Snapshot, w allocator.Workload) ([]allocator.Event, error) {
+func submit(s *tracked, w allocator.Workload) ([]allocator.Event, error) {
 	if _, ok := s.Workload(w.ID); ok {
 		return nil, nil // submitting twice is harmless
 	}
@@ -441,11 +449,12 @@ func submit(s *allocator.Snapshot, w allocator.Workload) ([]allocator.Event, err
 }
 
 // change catches up to the clock, applies fn on a copy, saves it, and
-// only then makes it current.
-func (c *Cluster) change(ctx context.Context, fn func(*allocator.Snapshot, *elasticState) ([]allocator.Event, error)) ([]allocator.Event, error) {
+// only then makes it current. With the owner saving, the workloads the
+// change touched are marked for the next Unsaved.
+func (c *Cluster) change(ctx context.Context, fn func(*tracked, *elasticState) ([]allocator.Event, error)) ([]allocator.Event, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	next := c.snap.Clone()
+	next := track(c.snap.Clone())
 	el := c.el.clone()
 	now := c.clock.Now()
 	events := c.advance(next, &el, now)
@@ -455,15 +464,15 @@ func (c *Cluster) change(ctx context.Context, fn func(*allocator.Snapshot, *elas
 	}
 	events = append(events, more...)
 	profiles := maps.Clone(c.profiles)
-	events = append(events, podsEvents(next, profiles, now, c.podsTimeout)...)
+	events = append(events, next.marked(podsEvents(next.Snapshot, profiles, now, c.podsTimeout))...)
 	maps.DeleteFunc(profiles, func(id string, _ Profile) bool { _, ok := next.Workload(id); return !ok })
 	maps.DeleteFunc(el.Checks, func(id string, _ check) bool { _, ok := next.Workload(id); return !ok && el.holding(id) < 0 })
 	if c.callerSaves {
-		c.dirty = true
-	} else if err := c.save(ctx, next, profiles, el); err != nil {
+		c.touch(next.touched)
+	} else if err := c.save(ctx, next.Snapshot, profiles, el); err != nil {
 		return nil, err
 	}
-	c.snap, c.profiles, c.el = next, profiles, el
+	c.snap, c.profiles, c.el = next.Snapshot, profiles, el
 	return events, nil
 }
 
