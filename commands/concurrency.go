@@ -162,6 +162,7 @@ func (s *Service) leave(c *call) {
 		s.wmu.Unlock()
 	}()
 	s.commitOrSay(c)
+	s.sendCommitted(c)
 	if c.changed || c.republish {
 		s.publish(c)
 	}
@@ -181,10 +182,46 @@ func (s *Service) outside(c *call, fn func()) {
 	if err := s.commit(c, true); err != nil {
 		s.log.Error("saving a decision", "err", err)
 	}
+	s.sendCommitted(c)
 	s.wmu.Unlock()
 	defer s.wmu.Lock()
 	fn()
 	c.snap = nil
+}
+
+// sendCommitted hands what c committed and has not sent to the ordered
+// delivery (SetOrderedDelivery), if set. It runs in the write section,
+// right after a commit, so that outputs are sent in commit order. A
+// private reply with no one to answer (a sweep's) is left out, as the
+// sweep's own return leaves it out.
+func (s *Service) sendCommitted(c *call) {
+	d := s.early.Load()
+	if d == nil || s.deps.Commit == nil || c.committed <= c.sent || c.committed > len(c.outs) {
+		return
+	}
+	outs := make([]Output, 0, c.committed-c.sent)
+	for _, o := range c.outs[c.sent:c.committed] {
+		if o.To.Kind == ToSender {
+			o.To.User = cmpOr(o.To.User, c.in.replyUser())
+			o.To.Channel = cmpOr(o.To.Channel, c.in.Channel)
+			if o.To.User == "" {
+				continue
+			}
+		}
+		outs = append(outs, o)
+	}
+	c.sent = c.committed
+	if len(outs) > 0 {
+		(*d)(c.ctx, outs)
+	}
+}
+
+// unsent is what c decided and has not sent (see sendCommitted).
+func (c *call) unsent() []Output {
+	if c.sent >= len(c.outs) {
+		return nil
+	}
+	return c.outs[c.sent:]
 }
 
 // flush commits what a call wrote outside any write section (a read's

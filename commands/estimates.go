@@ -181,9 +181,11 @@ func (s *Service) refresh(ctx context.Context) (outs []Output) {
 	ests := s.computeEstimates(snap, opts)
 	s.setEstimates(ests, opts, s.requestMix(c), c.now, v.snap)
 	s.prepareOffers(c, snap, ests)
-	defer s.enter(c)()
-	s.postEstimates(c, snap, ests)
-	return c.outs
+	func() {
+		defer s.enter(c)()
+		s.postEstimates(c, snap, ests)
+	}()
+	return c.unsent()
 }
 
 // movedIn is postEstimates' filter: queued requests whose estimate in
