@@ -208,6 +208,11 @@ type view struct {
 	opts  allocator.EstimateOptions
 	mix   allocator.Mix // the recent requests' pod sizes, with the estimates
 	estAt time.Time     // when ests were made; zero: never
+	// estSnap is the snapshot ests were made of (never used directly:
+	// what-ifs clone it), and gen counts the estimates published, from 1
+	// (0: none yet).
+	estSnap *allocator.Snapshot
+	gen     uint64
 }
 
 // publish makes a new view from the cluster as it is now (in the write
@@ -225,18 +230,22 @@ func (s *Service) publish(c *call) {
 	old := s.cur.Load()
 	nv := &view{snap: snap, kueue: rep}
 	if old != nil {
-		nv.ests, nv.opts, nv.mix, nv.estAt = old.ests, old.opts, old.mix, old.estAt
+		nv.ests, nv.opts, nv.mix, nv.estAt, nv.estSnap, nv.gen = old.ests, old.opts, old.mix, old.estAt, old.estSnap, old.gen
 	}
 	s.cur.Store(nv)
 }
 
-// setEstimates publishes estimates made at at with opts, and the mix.
-func (s *Service) setEstimates(ests map[string]allocator.Estimate, opts allocator.EstimateOptions, mix allocator.Mix, at time.Time) {
+// setEstimates publishes estimates made at at of snap (a view's, not to
+// be changed) with opts, and the mix, as a new generation; what-ifs
+// simulated against older ones are dropped.
+func (s *Service) setEstimates(ests map[string]allocator.Estimate, opts allocator.EstimateOptions, mix allocator.Mix, at time.Time, snap *allocator.Snapshot) {
 	s.vmu.Lock()
 	defer s.vmu.Unlock()
 	nv := *s.cur.Load()
-	nv.ests, nv.opts, nv.mix, nv.estAt = ests, opts, mix, at
+	nv.ests, nv.opts, nv.mix, nv.estAt, nv.estSnap = ests, opts, mix, at, snap
+	nv.gen++
 	s.cur.Store(&nv)
+	s.hypos.drop(nv.gen)
 }
 
 // view returns the current view.

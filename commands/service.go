@@ -85,6 +85,12 @@ type Service struct {
 	early atomic.Pointer[func(context.Context, []Output)]
 	// spotSims counts the spot offers' simulations (for tests).
 	spotSims atomic.Uint64
+	// hypos shares what-ifs' simulations (hypothetical.go).
+	hypos hypotheticals
+	// background counts the refreshers running (RunEstimates), refreshing
+	// the refreshes under way or waiting to start, and ownEstimates the
+	// request commands computing their own estimate (request.go).
+	background, refreshing, ownEstimates atomic.Int32
 
 	// Set once by NewService, then only read.
 	vocab   Vocabulary
