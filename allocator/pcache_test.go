@@ -133,7 +133,7 @@ func TestReclaimMissCacheMatchesDefinition(t *testing.T) {
 	if remembered < 1000 || preempted < 100 {
 		t.Errorf("too quiet to test the cache: %d remembered misses, %d preemptions", remembered, preempted)
 	}
-	t.Logf("%d remembered misses looked at, %d preemptions", remembered, preempted)
+	t.Logf("%d remembered misses held after a cycle (summed over cycles), %d preemptions", remembered, preempted)
 }
 
 // staleMissCase is a cohort of three queues that may reclaim anything
