@@ -155,8 +155,10 @@ func (s *Service) submit(c *call, r records.Request) {
 		note = " " + note
 	}
 	// The card comes before updates about other requests that its
-	// submission caused.
-	c.outs = append(c.outs[:mark:mark], append(first, c.outs[mark:]...)...)
+	// submission caused, unless those are committed (and sent) already:
+	// what is committed stays a prefix of c.outs.
+	at := max(mark, c.committed, c.sent)
+	c.outs = append(c.outs[:at:at], append(first, c.outs[at:]...)...)
 	if !c.in.in(r.Channel) && c.who.Name == r.Requester {
 		if r.State == records.StateQueued && never {
 			c.private(plain(fmt.Sprintf("%s: Kueue cannot admit it: %s. It stays in Kueue's queue; /gpu cancel %s withdraws it. Updates follow in its thread in %s.",
