@@ -420,7 +420,12 @@ func (s *Snapshot) processFast(cy *cycleState, e *fentry, preempted map[int32]bo
 	x := &s.ws[slot]
 	q := int(x.q)
 	if n.noFit() || (!n.fit && len(n.targets) == 0) {
-		if !n.noFit() && s.ix.queues[q].reclaim != polAny {
+		// One head a cycle, there is no later head in the cycle to
+		// hold the quota back from, and it would be given back at the
+		// cycle's end: it is not held. (Holding it only moved the
+		// flavor's borrowing counters, which undid failure memos and
+		// reclaim-miss caches of a state that had not changed.)
+		if !n.noFit() && s.ix.queues[q].reclaim != polAny && !cy.one {
 			f := int(s.classes[x.cls].cands[n.ci].f)
 			if v := int(n.reserve[ResourceGPU]); v > 0 {
 				s.reserveGPUs(q, f, v)
