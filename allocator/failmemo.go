@@ -39,7 +39,8 @@ import "time"
 // pods fit depends only on each node's ⌊free/m⌋ (m the pod's GPUs, the
 // whole request for LevelHost: podCap, also per rack and block), which
 // admissions only lower, so while no node's ⌊free/m⌋ has grown since,
-// they still do not fit. These facts do not depend on the head, so they
+// they still do not fit; otherwise (they fitted then, or a node's
+// ⌊free/m⌋ grew) the free nodes are asked now (feasible). These facts do not depend on the head, so they
 // hold for every head of the class, and a success does not undo them.
 // Where the head has candidates the memo keeps to the counters above.
 //
