@@ -18,9 +18,8 @@ import (
 // at its end. Until then the call reads its own writes. A durable output
 // comes back with Output.Seq, its place in the outbox, and stays there
 // until the chat platform confirmed it (see package bot). With
-// SetEarlyDelivery, what was committed before an API call is also sent
-// then, so that it reaches chat before what the cluster does in
-// consequence.
+// SetOrderedDelivery, what was committed is also sent then, in the write
+// section, so that outputs reach chat in the order they were committed.
 
 // Committer makes a call's writes durable together, with its outbox
 // messages, and returns the messages' sequence numbers. *store.DB
@@ -232,7 +231,7 @@ func (s *Service) commit(c *call, durable bool) error {
 			// A private reply is addressed now: after a restart it is
 			// sent from the outbox, without the input.
 			if to := &c.outs[first+i].To; to.Kind == ToSender {
-				to.User = cmpOr(to.User, c.in.User)
+				to.User = cmpOr(to.User, c.in.replyUser())
 				to.Channel = cmpOr(to.Channel, c.in.Channel)
 			}
 		}

@@ -80,6 +80,9 @@ func (s *Service) cardWith(c *call, r records.Request, snap *allocator.Snapshot,
 				head += ": " + s.estimateText(posted)
 			}
 			status += "."
+			if posted == nil {
+				status += " " + estimateFollows
+			}
 			if approx := s.approximate(c, r.Team); approx != "" && posted != nil {
 				status += " The estimate is " + approx + "."
 			}

@@ -162,6 +162,7 @@ func (s *Service) leave(c *call) {
 		s.wmu.Unlock()
 	}()
 	s.commitOrSay(c)
+	s.sendCommitted(c)
 	if c.changed || c.republish {
 		s.publish(c)
 	}
@@ -181,10 +182,46 @@ func (s *Service) outside(c *call, fn func()) {
 	if err := s.commit(c, true); err != nil {
 		s.log.Error("saving a decision", "err", err)
 	}
+	s.sendCommitted(c)
 	s.wmu.Unlock()
 	defer s.wmu.Lock()
 	fn()
 	c.snap = nil
+}
+
+// sendCommitted hands what c committed and has not sent to the ordered
+// delivery (SetOrderedDelivery), if set. It runs in the write section,
+// right after a commit, so that outputs are sent in commit order. A
+// private reply with no one to answer (a sweep's) is left out, as the
+// sweep's own return leaves it out.
+func (s *Service) sendCommitted(c *call) {
+	d := s.early.Load()
+	if d == nil || s.deps.Commit == nil || c.committed <= c.sent || c.committed > len(c.outs) {
+		return
+	}
+	outs := make([]Output, 0, c.committed-c.sent)
+	for _, o := range c.outs[c.sent:c.committed] {
+		if o.To.Kind == ToSender {
+			o.To.User = cmpOr(o.To.User, c.in.replyUser())
+			o.To.Channel = cmpOr(o.To.Channel, c.in.Channel)
+			if o.To.User == "" {
+				continue
+			}
+		}
+		outs = append(outs, o)
+	}
+	c.sent = c.committed
+	if len(outs) > 0 {
+		(*d)(c.ctx, outs)
+	}
+}
+
+// unsent is what c decided and has not sent (see sendCommitted).
+func (c *call) unsent() []Output {
+	if c.sent >= len(c.outs) {
+		return nil
+	}
+	return c.outs[c.sent:]
 }
 
 // flush commits what a call wrote outside any write section (a read's
@@ -208,6 +245,11 @@ type view struct {
 	opts  allocator.EstimateOptions
 	mix   allocator.Mix // the recent requests' pod sizes, with the estimates
 	estAt time.Time     // when ests were made; zero: never
+	// estSnap is the snapshot ests were made of (never used directly:
+	// what-ifs clone it), and gen counts the estimates published, from 1
+	// (0: none yet).
+	estSnap *allocator.Snapshot
+	gen     uint64
 }
 
 // publish makes a new view from the cluster as it is now (in the write
@@ -225,18 +267,22 @@ func (s *Service) publish(c *call) {
 	old := s.cur.Load()
 	nv := &view{snap: snap, kueue: rep}
 	if old != nil {
-		nv.ests, nv.opts, nv.mix, nv.estAt = old.ests, old.opts, old.mix, old.estAt
+		nv.ests, nv.opts, nv.mix, nv.estAt, nv.estSnap, nv.gen = old.ests, old.opts, old.mix, old.estAt, old.estSnap, old.gen
 	}
 	s.cur.Store(nv)
 }
 
-// setEstimates publishes estimates made at at with opts, and the mix.
-func (s *Service) setEstimates(ests map[string]allocator.Estimate, opts allocator.EstimateOptions, mix allocator.Mix, at time.Time) {
+// setEstimates publishes estimates made at at of snap (a view's, not to
+// be changed) with opts, and the mix, as a new generation; what-ifs
+// simulated against older ones are dropped.
+func (s *Service) setEstimates(ests map[string]allocator.Estimate, opts allocator.EstimateOptions, mix allocator.Mix, at time.Time, snap *allocator.Snapshot) {
 	s.vmu.Lock()
 	defer s.vmu.Unlock()
 	nv := *s.cur.Load()
-	nv.ests, nv.opts, nv.mix, nv.estAt = ests, opts, mix, at
+	nv.ests, nv.opts, nv.mix, nv.estAt, nv.estSnap = ests, opts, mix, at, snap
+	nv.gen++
 	s.cur.Store(&nv)
+	s.hypos.drop(nv.gen)
 }
 
 // view returns the current view.

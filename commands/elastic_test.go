@@ -311,9 +311,9 @@ func TestElasticSwitchThatFails(t *testing.T) {
 
 // On a real cluster (a plain Cluster, whose API calls the service makes
 // outside its write section) the thread is told of a switch before the
-// cluster is asked to make it, through SetEarlyDelivery, so that Kueue's
+// cluster is asked to make it, through SetOrderedDelivery, so that Kueue's
 // admission, which the watch tells, cannot come first; and it is told
-// once: Handle does not return what was sent early.
+// once: Handle does not return what was sent as it was committed.
 func TestSwitchIsToldBeforeTheClusterActs(t *testing.T) {
 	api := newAPICluster(gateOn(commands.OpSwitch, "r2"))
 	e := newEnv(t, parse(t, elasticSmall), withElastic(elasticSim), withAPI(api))
@@ -321,7 +321,7 @@ func TestSwitchIsToldBeforeTheClusterActs(t *testing.T) {
 	e.do("alice", "/gpu request 8xh100 for 2h")
 	var mu sync.Mutex
 	var early []commands.Output
-	e.svc.SetEarlyDelivery(func(_ context.Context, outs []commands.Output) {
+	e.svc.SetOrderedDelivery(func(_ context.Context, outs []commands.Output) {
 		mu.Lock()
 		defer mu.Unlock()
 		early = append(early, outs...)
@@ -343,7 +343,11 @@ func TestSwitchIsToldBeforeTheClusterActs(t *testing.T) {
 	if got := said(outs, "thread r2"); slices.ContainsFunc(got, func(r commands.Reply) bool { return strings.Contains(r.Text, "Switched to spot") }) {
 		t.Errorf("Handle returned the switch's thread post again after sending it early: %v", got)
 	}
-	check(t, outs, want{"sender", "Switched r2 to spot."})
+	// The rest is sent as it is committed, or returned.
+	mu.Lock()
+	all := append(slices.Clone(early), outs...)
+	mu.Unlock()
+	check(t, all, want{"sender", "Switched r2 to spot."})
 }
 
 // TestSpotOfferSimulatedOncePerRequest: a request command that waits

@@ -16,8 +16,19 @@ import (
 // or Settle when the caller wants the result at once, as the console
 // does) recomputes them once for however many changes came meanwhile,
 // publishes them for reads, and posts those that moved materially. A
-// request command gets its own estimate (EstimateEngine.For) without
-// recomputing everyone's.
+// request command gets its own estimate (allocator.EstimateFor) without
+// recomputing everyone's, unless it would only add to the load: with a
+// refresher in the background that is computing or has a change waiting,
+// or with ownEstimatesAtOnce request estimates under way, its card and
+// reply say the estimate is being worked out, and the refresher's next
+// pass (which its submission asked for) saves it, updates the card and
+// posts it in the thread as the request's first estimate (postEstimates:
+// a request with no estimate yet always moved materially, and once saved
+// it is not posted again unless it moves). Nothing is lost on a restart
+// (the first refresh finds the request without an estimate) and nothing
+// is posted for a request cancelled or admitted meanwhile (only queued
+// requests are posted). What-ifs are simulated against the snapshot of
+// the latest estimates and shared (hypothetical.go).
 
 // EstimateEngine computes every pending workload's start estimate: the
 // refresher's one expensive step, made by one goroutine at a time. The
@@ -60,6 +71,9 @@ func (st staleness) changed() {
 	}
 }
 
+// pending reports whether a change waits for a refresh.
+func (st staleness) pending() bool { return len(st.ch) > 0 }
+
 // take reports whether the estimates were stale, and clears the mark.
 func (st staleness) take() bool {
 	select {
@@ -77,6 +91,8 @@ func (st staleness) take() bool {
 // computations, so that a stream of changes costs one computation per
 // period, not one after the other (0: no wait).
 func (s *Service) RunEstimates(ctx context.Context, clk clock.Clock, every time.Duration, deliver func(context.Context, []Output)) {
+	s.background.Add(1)
+	defer s.background.Add(-1)
 	for {
 		select {
 		case <-ctx.Done():
@@ -153,6 +169,8 @@ func (s *Service) Settle(ctx context.Context) []Output {
 // section, publishes them, and then, in the write section, saves and
 // posts those that moved materially.
 func (s *Service) refresh(ctx context.Context) (outs []Output) {
+	s.refreshing.Add(1)
+	defer s.refreshing.Add(-1)
 	s.emu.Lock()
 	defer s.emu.Unlock()
 	c := &call{ctx: ctx, now: s.deps.Clock.Now(), who: &Person{Name: "gpubot"}}
@@ -161,10 +179,34 @@ func (s *Service) refresh(ctx context.Context) (outs []Output) {
 	snap := v.snap.Clone()
 	opts := s.estimateOptions(c)
 	ests := s.computeEstimates(snap, opts)
-	s.setEstimates(ests, opts, s.requestMix(c), c.now)
-	defer s.enter(c)()
-	s.postEstimates(c, snap, ests)
-	return c.outs
+	s.setEstimates(ests, opts, s.requestMix(c), c.now, v.snap)
+	s.prepareOffers(c, snap, ests)
+	func() {
+		defer s.enter(c)()
+		s.postEstimates(c, snap, ests)
+	}()
+	return c.unsent()
+}
+
+// movedIn is postEstimates' filter: queued requests whose estimate in
+// ests moved materially (or who have none yet).
+func movedIn(c *call, ests map[string]allocator.Estimate) func(records.Request) bool {
+	return func(r records.Request) bool {
+		e, ok := ests[r.ID]
+		return ok && r.State == records.StateQueued && material(r.Estimate, toRecord(c.now, e), c.now)
+	}
+}
+
+// prepareOffers works out, before the write section, the spot offers on
+// the cards postEstimates is likely to re-post (each simulation copies
+// the whole cluster: in the write section it would hold up every write,
+// and under load most re-posted cards are requests' first estimates).
+func (s *Service) prepareOffers(c *call, snap *allocator.Snapshot, ests map[string]allocator.Estimate) {
+	for _, r := range s.readRequests(c, movedIn(c, ests), false) {
+		if s.offerDue(c, snap, r, toRecord(c.now, ests[r.ID])) {
+			s.prepareOffer(c, snap, r)
+		}
+	}
 }
 
 // postEstimates saves and posts the estimates of queued requests that
@@ -172,10 +214,7 @@ func (s *Service) refresh(ctx context.Context) (outs []Output) {
 func (s *Service) postEstimates(c *call, snap *allocator.Snapshot, ests map[string]allocator.Estimate) {
 	// Of thousands queued, few move: those are sorted (posts in ID order)
 	// and copied.
-	moved := s.readRequests(c, func(r records.Request) bool {
-		e, ok := ests[r.ID]
-		return ok && r.State == records.StateQueued && material(r.Estimate, toRecord(c.now, e), c.now)
-	}, true)
+	moved := s.readRequests(c, movedIn(c, ests), true)
 	for _, r := range moved {
 		r = cloneRequest(r)
 		e := ests[r.ID]
@@ -186,7 +225,11 @@ func (s *Service) postEstimates(c *call, snap *allocator.Snapshot, ests map[stri
 			continue // it starts when its nodes are provisioned
 		}
 		next := toRecord(c.now, e)
+		// A request's first estimate ever (one left to the refresher by
+		// request.go: its card said it would follow) is a plain line; after
+		// a preemption or a switch, the thread said a new one follows.
 		prev := r.Estimate
+		first := r.FirstEstimate == nil && r.Preemptions == 0 && r.Elastic == nil
 		r.Estimate = next
 		if r.FirstEstimate == nil {
 			r.FirstEstimate = next
@@ -195,9 +238,14 @@ func (s *Service) postEstimates(c *call, snap *allocator.Snapshot, ests map[stri
 			s.log.Error("saving estimate", "request", r.ID, "err", err)
 			continue
 		}
-		text := "New estimate: " + s.estimateText(next)
-		if prev != nil {
-			text += " (was " + s.absWindow(prev) + ")"
+		var text string
+		switch {
+		case first:
+			text = capitalize(s.estimateText(next))
+		case prev != nil:
+			text = "New estimate: " + s.estimateText(next) + " (was " + s.absWindow(prev) + ")"
+		default:
+			text = "New estimate: " + s.estimateText(next)
 		}
 		c.emit(thread(r.ID, plain(text+".")), Output{To: Destination{Kind: UpdateCard, Request: r.ID}, Reply: s.cardWith(c, r, snap, &e)})
 	}

@@ -17,3 +17,6 @@ func (s *Service) MarkEstimatesStale() { s.estimates.changed() }
 
 // SpotSimulations is how many simulations the spot offers have made.
 func (s *Service) SpotSimulations() uint64 { return s.spotSims.Load() }
+
+// WhatIfSimulations is how many simulations what-ifs have made.
+func (s *Service) WhatIfSimulations() uint64 { return s.hypos.sims.Load() }

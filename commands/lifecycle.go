@@ -30,7 +30,7 @@ const refreshEvery = 15 * time.Minute
 func (s *Service) Observe(ctx context.Context, events []allocator.Event) []Output {
 	c := &call{ctx: ctx, now: s.deps.Clock.Now(), who: &Person{Name: "gpubot"}}
 	chain(func(c *call) { s.observeStage(c, events) }, s.recovering("observing the cluster", nil))(c)
-	return c.outs
+	return c.unsent()
 }
 
 func (s *Service) observeStage(c *call, events []allocator.Event) {

@@ -133,6 +133,10 @@ type Input struct {
 	// User is the chat user ID (Slack "U…") or, in the console, the
 	// person's name. The service accepts either.
 	User string
+	// ReplyTo is the chat user ID that replies to the sender go to when a
+	// handler in front of the service changed User (Slack's match by
+	// e-mail hands the service the person's name); "" means User.
+	ReplyTo string `json:",omitempty"`
 	// Channel is where it happened ("" for a direct conversation).
 	Channel string
 	// ChannelName is the channel's name when the platform gives it
@@ -179,3 +183,6 @@ func table(cols []string, rows [][]string) Block {
 func private(r Reply) Output { return Output{To: Destination{Kind: ToSender}, Reply: r} }
 
 func plain(text string, more ...Block) Reply { return Reply{Text: text, Blocks: more} }
+
+// replyUser is who replies to the sender go to (see ReplyTo).
+func (in Input) replyUser() string { return cmpOr(in.ReplyTo, in.User) }

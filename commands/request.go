@@ -97,11 +97,20 @@ func (s *Service) submit(c *call, r records.Request) {
 	}
 	var est *allocator.Estimate
 	word, never := s.neverStarts(c, r.ID)
+	later := false // its estimate is left to the refresher
 	if r.State == records.StateQueued {
 		if never {
 			r.KueueSaid = kueueKey(word, true)
 		} else if _, ok := s.provisioningWait(c, r); ok {
 			// It starts when its nodes are provisioned: no queue estimate.
+		} else if release, alone := s.ownEstimate(); !alone {
+			// Under load: the refresher's next pass (this submission
+			// marks the estimates stale) works it out, updates the card
+			// and posts it in the thread (postEstimates).
+			later = true
+			if w, ok := s.kueueWord(c, r.ID); ok {
+				r.KueueSaid = kueueKey(w, true)
+			}
 		} else {
 			// Its own estimate only, computed outside the write section;
 			// meanwhile others may change it (admit it), so it is read
@@ -109,6 +118,7 @@ func (s *Service) submit(c *call, r records.Request) {
 			opts := s.viewOptions(c)
 			var e allocator.Estimate
 			s.outside(c, func() {
+				defer release()
 				e = allocator.EstimateFor(snap, r.ID, opts)
 				if s.offerDue(c, snap, r, toRecord(c.now, e)) {
 					s.prepareOffer(c, snap, r)
@@ -156,8 +166,43 @@ func (s *Service) submit(c *call, r records.Request) {
 		if line := s.offerLine(c, snap, r, r.Estimate); line != "" {
 			note += " " + line
 		}
+		if later {
+			note += " " + estimateFollows
+		}
 		c.private(plain(fmt.Sprintf("%s.%s Updates follow in its thread in %s.", card.Text, note, r.Channel)))
 	}
+}
+
+// estimateFollows says that a queued request's start estimate is left to
+// the refresher: on its card, and to its requester.
+const estimateFollows = "Its start estimate is being worked out; it will appear on its card and in its thread."
+
+// ownEstimatesAtOnce is how many request commands may compute their own
+// estimate at once while a refresher runs in the background (one
+// estimate over 10 000 queued requests keeps both of a 2-core machine's
+// cores busy for about 100 ms).
+const ownEstimatesAtOnce = 1
+
+// ownEstimate reports whether a request command computes its own
+// estimate, and then returns the release of its turn. With no refresher
+// in the background (the console, tests that Settle) it always does.
+// With one, it leaves the estimate to the refresher's next pass when a
+// refresh is under way or a change waits for one (that pass comes anyway,
+// and the request's own submission is such a change), or when
+// ownEstimatesAtOnce others are computing theirs: under load, requests do
+// not each simulate the queue of thousands alone.
+func (s *Service) ownEstimate() (release func(), ok bool) {
+	if s.background.Load() == 0 {
+		return func() {}, true
+	}
+	if s.refreshing.Load() > 0 || s.estimates.pending() {
+		return nil, false
+	}
+	if s.ownEstimates.Add(1) > ownEstimatesAtOnce {
+		s.ownEstimates.Add(-1)
+		return nil, false
+	}
+	return func() { s.ownEstimates.Add(-1) }, true
 }
 
 // victimsOf lists the workloads preempted by id in events.

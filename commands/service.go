@@ -80,11 +80,17 @@ type Service struct {
 	stepper Stepper // the cluster, when it is one (simulated)
 	// provisioning is optional; nil: provisioning checks are not followed.
 	provisioning Provisioning
-	// early, if set, sends what a call committed before it makes a
-	// Kubernetes API call (SetEarlyDelivery).
+	// early, if set, sends what a call committed as it commits it
+	// (SetOrderedDelivery).
 	early atomic.Pointer[func(context.Context, []Output)]
 	// spotSims counts the spot offers' simulations (for tests).
 	spotSims atomic.Uint64
+	// hypos shares what-ifs' simulations (hypothetical.go).
+	hypos hypotheticals
+	// background counts the refreshers running (RunEstimates), refreshing
+	// the refreshes under way or waiting to start, and ownEstimates the
+	// request commands computing their own estimate (request.go).
+	background, refreshing, ownEstimates atomic.Int32
 
 	// Set once by NewService, then only read.
 	vocab   Vocabulary
@@ -278,16 +284,21 @@ func (s *Service) Handle(ctx context.Context, in Input) []Output {
 	return c.outs[c.sent:]
 }
 
-// SetEarlyDelivery makes a call send what it has decided and committed so
-// far with deliver before it makes a Kubernetes API call, and return only
-// the rest from Handle. Without it (the default) everything is returned:
-// then what the cluster does in consequence of the call (Kueue admits the
-// workload at once, and the watch tells the thread) can reach chat before
-// the call's own words ("Switched to spot by alice"). deliver must send in
-// order and may block; it is called outside the write section. Set it once
-// the runtime that delivers exists (the runtime is built after the
-// service); it is safe to set while calls run.
-func (s *Service) SetEarlyDelivery(deliver func(context.Context, []Output)) {
+// SetOrderedDelivery makes every call send what it committed with
+// deliver as it commits it, still in the write section, and return only
+// the rest from Handle (and Observe, Adopt, the refresher). Outputs then
+// reach the sender in the order they were committed: a request's card
+// before the refresher's first estimate on it, and a call's own words
+// before what the cluster does in consequence (Kueue admits the workload
+// at once, and the watch tells the thread: "Switched to spot by alice"
+// comes first, since it is committed before the Kubernetes API call).
+// Without it (the default) everything is returned, and two goroutines
+// delivering what they returned may overtake each other. deliver must
+// only queue (the Slack adapter's Send, the console's print): it runs
+// in the write section. Set it once the runtime that delivers exists
+// (the runtime is built after the service); it is safe to set while
+// calls run. Only with a Committer (the outputs are in the outbox first).
+func (s *Service) SetOrderedDelivery(deliver func(context.Context, []Output)) {
 	s.early.Store(&deliver)
 }
 
@@ -390,12 +401,9 @@ func (s *Service) apply(c *call, op Op) ([]allocator.Event, error) {
 		if err := s.commit(c, true); err != nil {
 			return nil, fmt.Errorf("saving before acting: %w", err)
 		}
+		s.sendCommitted(c)
 		s.wmu.Unlock()
 		defer s.wmu.Lock()
-		if d := s.early.Load(); d != nil && s.deps.Commit != nil && c.committed > c.sent {
-			(*d)(c.ctx, c.outs[c.sent:c.committed])
-			c.sent = c.committed
-		}
 	}
 	events, err := s.deps.Cluster.Apply(c.ctx, op)
 	c.kueue, c.snap = nil, nil

@@ -91,6 +91,12 @@ func (s *Service) track(c *call, namespace, job string) {
 // alone. It returns the cards to post.
 func (s *Service) Adopt(ctx context.Context, ws []Tracked) []Output {
 	c := &call{ctx: ctx, now: s.deps.Clock.Now(), who: &Person{Name: "gpubot"}}
+	s.adopt(c, ws)
+	return c.unsent()
+}
+
+// adopt is Adopt in the write section.
+func (s *Service) adopt(c *call, ws []Tracked) {
 	defer s.enter(c)()
 	for _, t := range ws {
 		if t.ID == "" {
@@ -110,7 +116,6 @@ func (s *Service) Adopt(ctx context.Context, ws []Tracked) []Output {
 		s.audit(c, "gpubot", "adopt", r.ID, "ok", "found in the cluster, unknown to the store: "+describe(r))
 		c.emit(Output{To: Destination{Kind: ToChannel, Channel: r.Channel, Request: r.ID}, Reply: s.card(c, r, nil)})
 	}
-	return c.outs
 }
 
 // fromTracked builds the request record for t.

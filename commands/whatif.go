@@ -11,64 +11,52 @@ import (
 )
 
 // whatIf answers what would happen to a request without submitting it.
+// It is a read; the simulation is shared with identical what-ifs against
+// the same estimates (hypothetical.go), what it says to the asker is not.
 func (s *Service) whatIf(c *call, spec RequestSpec) {
 	r, problem := s.draft(c.who, spec, c.now)
 	if problem != "" {
 		c.private(plain(problem))
 		return
 	}
-	snap, err := s.snapshot(c)
-	if err != nil {
+	out, err := s.hypothetical(c, r)
+	switch {
+	case err != nil:
 		s.failed(c, "reading the cluster", err)
 		return
-	}
-	if why := s.never(c, snap, r, false); why != "" {
-		c.private(plain(why))
+	case out.never != "":
+		c.private(plain(out.never))
 		return
-	}
-	r.ID = "whatif"
-	r.SubmittedAt = c.now
-	sim := snap.Clone()
-	if _, err := sim.Add(s.workload(r)); err != nil {
-		s.failed(c, "simulating the request", err)
+	case out.err != nil:
+		s.failed(c, "simulating the request", out.err)
 		return
 	}
 	what := fmt.Sprintf("%d× %s for %s in %s at %s priority", r.GPUs, strings.Join(s.candidateFlavors(r), "|"), fmtDuration(r.Duration), r.Team, r.Priority)
 	var lines []string
-	admitted := false
-	events := sim.Schedule()
-	for _, ev := range events {
-		if ev.ID == r.ID && ev.Kind == allocator.EventAdmitted {
-			admitted = true
-			r.AdmittedFlavor, r.Nodes = ev.Admission.Flavor, ev.Admission.Nodes
-		}
-	}
 	var head string
-	if admitted {
+	if out.admitted {
+		r.AdmittedFlavor, r.Nodes = out.flavor, out.nodes
 		by := ""
-		if victims := victimsOf(events, r.ID); len(victims) > 0 {
-			by = " by preempting " + s.victimList(c, victims)
+		if len(out.victims) > 0 {
+			by = " by preempting " + s.victimList(c, out.victims)
 		}
 		head = fmt.Sprintf("If requested now, %s would start at once on %s%s.", what, placement(r), by)
 	} else {
-		e := allocator.EstimateFor(sim, r.ID, s.viewOptions(c))
-		head = fmt.Sprintf("If requested now, %s would be queued: %s.", what, s.estimateText(toRecord(c.now, e)))
+		head = fmt.Sprintf("If requested now, %s would be queued: %s.", what, s.estimateText(toRecord(c.now, out.est)))
 		if approx := s.approximate(c, r.Team); approx != "" {
 			lines = append(lines, "The estimate is "+approx+".")
 		}
-		switch why := s.explain(sim, r, e.Reason); {
+		switch why := out.why; {
 		case why == fitsNow:
 			lines = append(lines, "It would fit and start at the next admission cycle.")
 		case why != "":
-			lines = append(lines, fmt.Sprintf("It would wait for %s: %s.", e.Reason, why))
+			lines = append(lines, fmt.Sprintf("It would wait for %s: %s.", out.est.Reason, why))
 		}
-		if w, ok := sim.Workload(r.ID); ok {
-			if victims, _, ok := sim.ProposeVictims(w); ok && len(victims) > 0 {
-				lines = append(lines, fmt.Sprintf("An admin could start it now by preempting %s.", s.victimList(c, victims)))
-			}
+		if len(out.proposed) > 0 {
+			lines = append(lines, fmt.Sprintf("An admin could start it now by preempting %s.", s.victimList(c, out.proposed)))
 		}
 	}
-	if needs := s.approvalNeeds(snap, r); len(needs) > 0 {
+	if needs := out.needs; len(needs) > 0 {
 		if s.canApprove(c.who, r.Team) {
 			lines = append(lines, fmt.Sprintf("It needs approval (%s), which you can give yourself.", strings.Join(needs, "; ")))
 		} else {

@@ -111,7 +111,7 @@ func (s *Service) Sweep(ctx context.Context, now time.Time) []Output {
 	c := &call{ctx: ctx, now: now, who: &Person{Name: "gpubot"}}
 	chain(s.sweepZombies, s.recovering("sweeping for zombies", nil))(c)
 	// A sweep has no sender to answer.
-	return slices.DeleteFunc(slices.Clone(c.outs), func(o Output) bool { return o.To.Kind == ToSender })
+	return slices.DeleteFunc(slices.Clone(c.unsent()), func(o Output) bool { return o.To.Kind == ToSender })
 }
 
 // sweepZombies measures GPU use outside the write section (a Prometheus

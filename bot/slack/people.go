@@ -1,6 +1,7 @@
 package slackbot
 
 import (
+	"cmp"
 	"context"
 	"strings"
 	"sync"
@@ -139,9 +140,11 @@ func (d *Directory) id(ctx context.Context, person string) string {
 
 // Handler wraps the command handler: an input from a Slack user matched
 // by e-mail is handled as from that person. Replies to the sender still
-// go to the Slack user (the runtime addresses them from its own input).
+// go to the Slack user (Input.ReplyTo; the runtime also addresses what it
+// is returned from its own input).
 func (d *Directory) Handler(next bot.Handler) bot.Handler {
 	return handlerFunc(func(ctx context.Context, in commands.Input) []commands.Output {
+		in.ReplyTo = cmp.Or(in.ReplyTo, in.User)
 		in.User = d.name(ctx, in.User)
 		return next.Handle(ctx, in)
 	})

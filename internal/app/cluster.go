@@ -176,8 +176,9 @@ func runOnCluster(ctx context.Context, o Options, cfg *config.Config, db *store.
 		rtOpts = append(rtOpts, bot.WithInbox(inbox, dedupeTTL, clk), bot.WithHandledLog(db))
 	}
 	rt := bot.New(handler, sender, rtOpts...)
-	// What a call decided reaches chat before what Kueue does about it.
-	svc.SetEarlyDelivery(rt.DeliverNow)
+	// Outputs reach chat in the order they were committed: what a call
+	// decided before what Kueue does about it, a card before its updates.
+	svc.SetOrderedDelivery(rt.DeliverNow)
 	if err := rt.Replay(ctx); err != nil {
 		return err
 	}

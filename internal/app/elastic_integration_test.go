@@ -301,7 +301,7 @@ func TestElasticOnARealCluster(t *testing.T) {
 		"[", "] Switch to h100-spot")
 	k.say(":click Switch to h100-spot r2")
 	// Kueue admits the switched Job while the switch's API call returns;
-	// the switch's words were sent before the call (SetEarlyDelivery), so
+	// the switch's words were sent before the call (SetOrderedDelivery), so
 	// they come first.
 	at = k.wait(at, "Switched to h100-spot (spot) by alice", "Admitted")
 	if nodes := c.podNodes("nlp", "r2", "spot-"); len(nodes) != 1 {
@@ -437,7 +437,7 @@ func TestElasticOnSlackOnARealCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Kueue admits the switched Job while the switch's API call returns;
-	// the switch's words were sent before the call (SetEarlyDelivery), so
+	// the switch's words were sent before the call (SetOrderedDelivery), so
 	// they come first.
 	b.threadHas(card, "Switched to h100-spot (spot) by grace", "Admitted")
 	b.ephemeral("U0GRACE", "Switched r2 to h100-spot.")

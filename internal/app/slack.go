@@ -143,6 +143,9 @@ func runSlackOnSim(ctx context.Context, o Options, cfg *config.Config, db *store
 	}
 	rt := bot.New(handler, ad, bot.WithDeduper(db, dedupeTTL, clk), bot.WithLogger(log), bot.WithWorkers(o.Slack.workers()), bot.WithOutbox(db, false, clk),
 		bot.WithInbox(inbox, dedupeTTL, clk), bot.WithHandledLog(db))
+	// Outputs reach Slack in the order they were committed (a card before
+	// the refresher's first estimate on it); the adapter's Send only queues.
+	svc.SetOrderedDelivery(rt.DeliverNow)
 	// What was not delivered before the last stop goes first (the
 	// adapter's queue sends it once connected), then what was acked but
 	// not handled is handled.

@@ -5,14 +5,17 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	stdslices "slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/gpubot/gpubot/bot/slack/slackfake"
 	"github.com/gpubot/gpubot/commands"
 	"github.com/gpubot/gpubot/internal/config"
 	"github.com/gpubot/gpubot/records"
@@ -97,6 +100,15 @@ func (m *memState) PutState(_ context.Context, _ string, data []byte) error {
 	return nil
 }
 
+// cpuTime is the CPU the process has used so far (user and system).
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // peakRSS is the process's peak resident set size in MB (VmHWM), or 0.
 func peakRSS() float64 {
 	data, err := os.ReadFile("/proc/self/status")
@@ -116,7 +128,10 @@ func peakRSS() float64 {
 // ack of a /gpu command, end to end through slack-go's Socket Mode client,
 // at a steady command rate with thousands of requests pending in the
 // simulated cluster. Reported: p50 and p99 ack latency, and p50 and p99
-// time to the answer (the ephemeral reply). Tune with GPUBOT_BENCH_PENDING
+// time to the answer (the ephemeral reply); for requests, the time to
+// the card first showing an estimate; the commands refused as busy (the
+// runtime's queue full: answered at once, so the answer times include
+// them); the process's CPU for the commands. Tune with GPUBOT_BENCH_PENDING
 // (default 2000) and GPUBOT_BENCH_RATE (commands per second, default 20).
 func BenchmarkSlackAckLatency(b *testing.B) {
 	pending := envInt(b, "GPUBOT_BENCH_PENDING", 2000)
@@ -140,6 +155,7 @@ func BenchmarkSlackAckLatency(b *testing.B) {
 	}
 	tick := time.NewTicker(time.Second / time.Duration(rate))
 	defer tick.Stop()
+	cpuBefore := cpuTime()
 	b.ResetTimer()
 	for i := range b.N {
 		<-tick.C
@@ -164,7 +180,12 @@ func BenchmarkSlackAckLatency(b *testing.B) {
 		b.Fatalf("waiting for every answer: %v", err)
 	}
 	b.StopTimer()
+	// The process's CPU for the commands (the fake Slack's included):
+	// what the load of other work on the machine changes least.
+	cpu := (cpuTime() - cpuBefore).Seconds()
 	var acks, answers, reads, requests []float64
+	var asked []requestAsked // each request command and when it was sent
+	refused := 0             // answered "gpubot is very busy" (the runtime's queue was full)
 	for _, a := range fake.Acks() {
 		if _, ok := sent[a.EnvelopeID]; ok {
 			acks = append(acks, float64(a.Latency)/float64(time.Millisecond))
@@ -182,13 +203,25 @@ func BenchmarkSlackAckLatency(b *testing.B) {
 		for i, m := range got {
 			ms := float64(m.PostedAt.Sub(cmds[i])) / float64(time.Millisecond)
 			answers = append(answers, ms)
+			if strings.HasPrefix(m.Text, "gpubot is very busy") {
+				refused++
+			}
 			if kinds[u][i] {
 				requests = append(requests, ms)
+				// A request made answers with its card's text, "rN …";
+				// anything else (busy, refused) made none.
+				if id, _, _ := strings.Cut(m.Text, " "); requestID.MatchString(id) {
+					asked = append(asked, requestAsked{id: id, at: cmds[i]})
+				}
 			} else {
 				reads = append(reads, ms)
 			}
 		}
 	}
+	// A request's card may be posted before its estimate is worked out
+	// (under load the refresher's next pass fills it in): the time to the
+	// estimate is until the card shows one.
+	estimated := timesToEstimate(b, fake, asked)
 	stdslices.Sort(acks)
 	stdslices.Sort(answers)
 	stdslices.Sort(reads)
@@ -196,6 +229,10 @@ func BenchmarkSlackAckLatency(b *testing.B) {
 	b.ReportMetric(quantile(reads, 0.99), "p99-read-answer-ms")
 	b.ReportMetric(quantile(requests, 0.5), "p50-request-answer-ms")
 	b.ReportMetric(quantile(requests, 0.99), "p99-request-answer-ms")
+	b.ReportMetric(quantile(estimated, 0.5), "p50-request-estimate-ms")
+	b.ReportMetric(quantile(estimated, 0.99), "p99-request-estimate-ms")
+	b.ReportMetric(float64(refused), "refused-busy")
+	b.ReportMetric(cpu, "cpu-s")
 	b.ReportMetric(peakRSS(), "peak-rss-MB")
 	b.ReportMetric(quantile(acks, 0.5), "p50-ack-ms")
 	b.ReportMetric(quantile(acks, 0.99), "p99-ack-ms")
@@ -204,10 +241,91 @@ func BenchmarkSlackAckLatency(b *testing.B) {
 	b.ReportMetric(quantile(answers, 0.99), "p99-answer-ms")
 	b.ReportMetric(0, "ns/op")
 	// Said before the checks, so that a failing run still shows its figures.
-	b.Logf("ack p50 %.1f p99 %.1f max %.1f ms; answer p50 %.0f p99 %.0f ms; reads p99 %.0f ms; requests p50 %.0f p99 %.0f ms; peak RSS %.0f MB",
+	b.Logf("ack p50 %.1f p99 %.1f max %.1f ms; answer p50 %.0f p99 %.0f ms; reads p99 %.0f ms; requests p50 %.0f p99 %.0f ms; request estimate p50 %.0f p99 %.0f ms (%d of %d); %d of %d refused as busy; %.1f s of CPU; peak RSS %.0f MB",
 		quantile(acks, 0.5), quantile(acks, 0.99), quantile(acks, 1), quantile(answers, 0.5), quantile(answers, 0.99),
-		quantile(reads, 0.99), quantile(requests, 0.5), quantile(requests, 0.99), peakRSS())
+		quantile(reads, 0.99), quantile(requests, 0.5), quantile(requests, 0.99),
+		quantile(estimated, 0.5), quantile(estimated, 0.99), len(estimated), len(asked), refused, b.N, cpu, peakRSS())
+	if len(estimated) != len(asked) {
+		b.Errorf("%d of %d request cards never showed an estimate", len(asked)-len(estimated), len(asked))
+	}
 	noUnacked(b, fake)
+}
+
+var requestID = regexp.MustCompile(`^r[0-9]+$`)
+
+// requestAsked is a request command: the request's ID (from its answer)
+// and when the command was sent.
+type requestAsked struct {
+	id string
+	at time.Time
+}
+
+// timesToEstimate waits (up to a minute) for every asked request's card
+// to say when it starts, and returns, sorted, each one's time in ms from
+// its command to the card version that first did. A card says so unless
+// it is "rN queued" alone (the estimate is being worked out); one that
+// moved on (running, will not start) counts from that version.
+func timesToEstimate(b *testing.B, fake *slackfake.Server, asked []requestAsked) []float64 {
+	b.Helper()
+	cards := func() map[string]slackfake.Message {
+		out := map[string]slackfake.Message{}
+		for _, ch := range []string{chNLP, chVision, chGPU} {
+			for _, m := range fake.Messages(ch) {
+				if id, _, ok := strings.Cut(m.Text, " "); ok && m.ThreadTS == "" {
+					out[id] = m
+				}
+			}
+		}
+		return out
+	}
+	settled := func(id, text string) bool { return text != id+" queued" }
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_ = fake.WaitFor(ctx, func() bool {
+		cs := cards()
+		for _, a := range asked {
+			if m, ok := cs[a.id]; !ok || !settled(a.id, m.Text) {
+				return false
+			}
+		}
+		return true
+	})
+	cs := cards()
+	var out []float64
+	missing, unsettled := 0, 0
+	for _, a := range asked {
+		m, ok := cs[a.id]
+		if !ok {
+			if missing++; missing <= 3 {
+				b.Logf("no card for %q", a.id)
+			}
+			continue
+		}
+		if !settled(a.id, m.Text) {
+			if unsettled++; unsettled <= 3 {
+				b.Logf("card %s without an estimate: %q", a.id, m.Text)
+			}
+		}
+		// Version k's text is History[k].Text (the current one last); it
+		// was posted at PostedAt (k = 0) or when version k-1 was replaced.
+		texts, ats := []string{}, []time.Time{m.PostedAt}
+		for _, h := range m.History {
+			texts = append(texts, h.Text)
+			ats = append(ats, h.At)
+		}
+		texts = append(texts, m.Text)
+		for k, t := range texts {
+			if settled(a.id, t) {
+				out = append(out, float64(ats[k].Sub(a.at))/float64(time.Millisecond))
+				break
+			}
+		}
+	}
+	if missing+unsettled > 0 {
+		b.Logf("%d request cards not posted, %d without an estimate, a minute after the last answer", missing, unsettled)
+	}
+	stdslices.Sort(out)
+	return out
 }
 
 // seeded caches one seeded store per pending count, so that the
