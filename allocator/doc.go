@@ -354,7 +354,10 @@
 // happens on one of its flavors (failmemo.go): where the head has no
 // preemption candidates, a release undoes it only if the GPUs now fit
 // the quota and, the pods having not fitted, a node's free count reached
-// a new multiple of the pod's GPUs (setFree tabulates those steps). One
+// a new multiple of the pod's GPUs (setFree tabulates those steps), and
+// the pods now fit on the free nodes. A cycle whose head hits its memo
+// is only its class's drop, and a failed head holds back no quota (no
+// other head of its cycle could see it). One
 // head a cycle, the dropped classes are listed, the queues' tops are
 // compared by the keys their heaps record, and a resumed class's next
 // head is searched from its cursor up. The admission order, the

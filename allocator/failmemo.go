@@ -23,9 +23,9 @@ import "time"
 // Without those, nothing else makes a failed head admissible: an
 // admission by anyone takes quota and nodes, and one that becomes a
 // preemption candidate gives back, with all candidates gone, only what
-// it took (mayReclaim cannot turn true without a release). The quota a
-// cycle holds back for a head is always given back at the cycle's end,
-// so no nomination sees it. A later head of the class (lower priority,
+// it took (mayReclaim cannot turn true without a release). One head a
+// cycle, no quota is held back for a head (there is no other head in
+// its cycle to hold it from), so no nomination sees such a hold. A later head of the class (lower priority,
 // or equal and not earlier Created) has no more candidates than the one
 // recorded.
 //
@@ -39,7 +39,8 @@ import "time"
 // pods fit depends only on each node's ⌊free/m⌋ (m the pod's GPUs, the
 // whole request for LevelHost: podCap, also per rack and block), which
 // admissions only lower, so while no node's ⌊free/m⌋ has grown since,
-// they still do not fit. These facts do not depend on the head, so they
+// they still do not fit; otherwise (they fitted then, or a node's
+// ⌊free/m⌋ grew) the free nodes are asked now (feasible). These facts do not depend on the head, so they
 // hold for every head of the class, and a success does not undo them.
 // Where the head has candidates the memo keeps to the counters above.
 //
@@ -122,9 +123,11 @@ func (s *Snapshot) memoFails(m *failMemo, c *class, q int, w *Workload) bool {
 		// Without candidates the flavor fails exactly when the GPUs
 		// exceed the quota or the pods the nodes; the nodes hold no
 		// more pods than when they did not fit as long as no node's
-		// free count has reached a new multiple of the pod's GPUs.
+		// free count has reached a new multiple of the pod's GPUs, and
+		// otherwise the free nodes say it now.
 		if !s.noCandidates(q, int(f), w) ||
-			(w.GPUs <= s.available(q, int(f)) && (!e.noNodes || e.rise != s.fl[f].rise[s.riseAt(k, w.Topology)])) {
+			(w.GPUs <= s.available(q, int(f)) && (!e.noNodes || e.rise != s.fl[f].rise[s.riseAt(k, w.Topology)]) &&
+				s.feasible(k, w.Topology)) {
 			return false
 		}
 	}

@@ -121,7 +121,14 @@ func (s *Snapshot) schedule(emit sink) {
 				}
 			}
 			if bq >= 0 {
-				heads = append(heads, fentry{q: bq, c: cy.heaps[bq][0], peek: true})
+				c := cy.heaps[bq][0]
+				if s.memoHit(cy, c) {
+					// The head is known to fail: the cycle's only
+					// effect is its class's drop (see memoHit).
+					s.dropTop(cy, bq, c)
+					continue
+				}
+				heads = append(heads, fentry{q: bq, c: c, peek: true})
 			}
 		} else {
 			for q, h := range cy.heaps {
@@ -134,24 +141,13 @@ func (s *Snapshot) schedule(emit sink) {
 		if len(heads) == 0 {
 			break
 		}
-		// 2. Nominate.
-		if one && len(cy.memo) < len(s.classes) {
-			cy.memo = append(cy.memo, make([]failMemo, len(s.classes)-len(cy.memo))...)
-		}
+		// 2. Nominate (one head a cycle, a head the memo knows to fail
+		// was dropped above).
 		failed := -1 // one head a cycle: the head to remember as failed
 		for i := range heads {
 			slot := s.head(cy, heads[i].c)
-			if !one || s.ix.noFailMemo {
-				heads[i].n = s.nominateFast(slot)
-				continue
-			}
-			cl, m, x := &s.classes[heads[i].c], &cy.memo[heads[i].c], &s.ws[slot]
-			if s.memoFails(m, cl, int(x.q), &x.w) {
-				heads[i].n = nomination{slot: slot, ci: -1}
-				continue
-			}
 			n := s.nominateFast(slot)
-			if n.noFit() || (!n.fit && len(n.targets) == 0) {
+			if one && !s.ix.noFailMemo && (n.noFit() || (!n.fit && len(n.targets) == 0)) {
 				failed = i
 			}
 			heads[i].n = n
@@ -188,6 +184,37 @@ func (s *Snapshot) schedule(emit sink) {
 		s.insertMember(s.ws[v].cls, v)
 	}
 	cy.deferred = cy.deferred[:0]
+}
+
+// memoHit reports whether the head of class c, the first in the global
+// order (one head a cycle), is known by its class's failure memo to fail
+// its nomination (failmemo.go).
+func (s *Snapshot) memoHit(cy *cycleState, c int32) bool {
+	if s.ix.noFailMemo {
+		return false
+	}
+	if len(cy.memo) < len(s.classes) {
+		cy.memo = append(cy.memo, make([]failMemo, len(s.classes)-len(cy.memo))...)
+	}
+	slot := s.head(cy, c)
+	x := &s.ws[slot]
+	return s.memoFails(&cy.memo[c], &s.classes[c], int(x.q), &x.w)
+}
+
+// dropTop is a whole cycle (one head a cycle) whose head, class c's at
+// the top of queue q's heap, is known to fail: a failed nomination
+// without a reservation (the memo's nomination is none), so the cycle
+// holds no quota, admits, releases and remembers nothing, and its only
+// effect is step 4's drop of the class and step 5's removal of it from
+// its heap. The cycle's head does not become cy.cur: the last head is
+// read only by resume, which runs only at the end of a cycle that
+// admitted (a release or a borrowing admission), whose own head is then
+// the last.
+func (s *Snapshot) dropTop(cy *cycleState, q int, c int32) {
+	cy.cursor[c]++
+	cy.dropped[c] = true
+	cy.downs = append(cy.downs, c)
+	s.popClass(cy, q)
 }
 
 // beginCycle builds the queues' heaps. It reports whether anything is
@@ -393,7 +420,12 @@ func (s *Snapshot) processFast(cy *cycleState, e *fentry, preempted map[int32]bo
 	x := &s.ws[slot]
 	q := int(x.q)
 	if n.noFit() || (!n.fit && len(n.targets) == 0) {
-		if !n.noFit() && s.ix.queues[q].reclaim != polAny {
+		// One head a cycle, there is no later head in the cycle to
+		// hold the quota back from, and it would be given back at the
+		// cycle's end: it is not held. (Holding it only moved the
+		// flavor's borrowing counters, which undid failure memos and
+		// reclaim-miss caches of a state that had not changed.)
+		if !n.noFit() && s.ix.queues[q].reclaim != polAny && !cy.one {
 			f := int(s.classes[x.cls].cands[n.ci].f)
 			if v := int(n.reserve[ResourceGPU]); v > 0 {
 				s.reserveGPUs(q, f, v)

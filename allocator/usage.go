@@ -85,16 +85,7 @@ func newEnding(at time.Time, slot int32, a *Admission, id string) ending {
 
 type endHeap []ending
 
-func (h endHeap) less(i, j int) bool {
-	a, b := &h[i], &h[j]
-	if a.sec != b.sec {
-		return a.sec < b.sec
-	}
-	if a.ns != b.ns {
-		return a.ns < b.ns
-	}
-	return a.id < b.id
-}
+func (h endHeap) less(i, j int) bool { return endBefore(&h[i], &h[j]) }
 
 // init, push and pop are container/heap's, typed (no boxing).
 func (h endHeap) init() {
@@ -116,15 +107,58 @@ func (h *endHeap) push(e ending) {
 	}
 }
 
+// pop takes the first end. The last entry takes its place the
+// bottom-up way (it mostly belongs near the bottom): the hole goes down
+// along the lesser children to a leaf, one comparison a level, and the
+// entry then rises from there. The order is total but for a stale and a
+// current end of one workload at one instant (the same ID), of which
+// only the current one does anything, so the ends come out in the same
+// order as with container/heap's pop.
 func (h *endHeap) pop() ending {
 	hh := *h
+	e := hh[0]
 	n := len(hh) - 1
-	hh[0], hh[n] = hh[n], hh[0]
-	e := hh[n]
+	x := hh[n]
 	hh[n] = ending{}
-	*h = hh[:n]
-	h.down(0)
+	hh = hh[:n]
+	*h = hh
+	if n == 0 {
+		return e
+	}
+	j := 0
+	for {
+		l := 2*j + 1
+		if l >= n {
+			break
+		}
+		m := l
+		if r := l + 1; r < n && hh.less(r, l) {
+			m = r
+		}
+		hh[j] = hh[m]
+		j = m
+	}
+	for j > 0 {
+		p := (j - 1) / 2
+		if !endBefore(&x, &hh[p]) {
+			break
+		}
+		hh[j] = hh[p]
+		j = p
+	}
+	hh[j] = x
 	return e
+}
+
+// endBefore is less for entries a and b.
+func endBefore(a, b *ending) bool {
+	if a.sec != b.sec {
+		return a.sec < b.sec
+	}
+	if a.ns != b.ns {
+		return a.ns < b.ns
+	}
+	return a.id < b.id
 }
 
 func (h endHeap) down(i int) {
