@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gpubot/gpubot/records"
@@ -137,6 +138,22 @@ func (s *Service) readRequests(c *call, keep func(records.Request) bool, sorted 
 		return rs
 	}
 	rs := s.cache.shallow(keep)
+	if sorted {
+		slices.SortFunc(rs, func(a, b records.Request) int { return compareIDs(a.ID, b.ID) })
+	}
+	return rs
+}
+
+// readRequestsOf is readRequests among requester's requests (any case).
+func (s *Service) readRequestsOf(c *call, requester string, keep func(records.Request) bool, sorted bool) []records.Request {
+	mine := func(r records.Request) bool {
+		return strings.EqualFold(r.Requester, requester) && (keep == nil || keep(r))
+	}
+	if len(c.w.order) > 0 {
+		rs, _ := s.listRequests(c, mine)
+		return rs
+	}
+	rs := s.cache.shallowOf(requester, mine)
 	if sorted {
 		slices.SortFunc(rs, func(a, b records.Request) int { return compareIDs(a.ID, b.ID) })
 	}

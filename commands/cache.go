@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/gpubot/gpubot/records"
@@ -21,6 +22,38 @@ type requestCache struct {
 	// switched to elastic capacity); set before load. ids holds their IDs.
 	marked func(records.Request) bool
 	ids    map[string]bool
+	// byRequester holds the IDs of each requester's requests (by the
+	// requester's name in lower case): /gpu status reads one person's
+	// requests among thousands.
+	byRequester map[string]map[string]bool
+}
+
+// index records r under its requester, in byRequester (held for writing).
+func (rc *requestCache) index(r records.Request) {
+	if old, ok := rc.m[r.ID]; ok && !strings.EqualFold(old.Requester, r.Requester) {
+		delete(rc.byRequester[strings.ToLower(old.Requester)], r.ID)
+	}
+	k := strings.ToLower(r.Requester)
+	ids := rc.byRequester[k]
+	if ids == nil {
+		ids = map[string]bool{}
+		rc.byRequester[k] = ids
+	}
+	ids[r.ID] = true
+}
+
+// shallowOf is shallow among requester's requests (any case).
+func (rc *requestCache) shallowOf(requester string, keep func(records.Request) bool) []records.Request {
+	rc.mu.RLock()
+	defer rc.mu.RUnlock()
+	ids := rc.byRequester[strings.ToLower(requester)]
+	out := make([]records.Request, 0, len(ids))
+	for id := range ids {
+		if r := rc.m[id]; keep == nil || keep(r) {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 func (rc *requestCache) load(ctx context.Context, rs RequestStore) error {
@@ -37,7 +70,10 @@ func (rc *requestCache) load(ctx context.Context, rs RequestStore) error {
 		}
 	}
 	rc.mu.Lock()
-	rc.m, rc.ids = m, ids
+	rc.m, rc.ids, rc.byRequester = m, ids, map[string]map[string]bool{}
+	for _, r := range all {
+		rc.index(r)
+	}
 	rc.mu.Unlock()
 	return nil
 }
@@ -47,6 +83,7 @@ func (rc *requestCache) put(rs []records.Request) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	for _, r := range rs {
+		rc.index(r)
 		rc.m[r.ID] = cloneRequest(r)
 		if rc.marked != nil && rc.marked(r) {
 			rc.ids[r.ID] = true

@@ -37,13 +37,10 @@ func (s *Service) status(c *call, id string) {
 		return
 	}
 	since := c.now.Add(-24 * time.Hour)
-	mine, err := s.listRequests(c, func(r records.Request) bool {
-		return strings.EqualFold(r.Requester, c.who.Name) && (!r.State.Final() || r.EndedAt.After(since))
-	})
-	if err != nil {
-		s.failed(c, "listing your requests", err)
-		return
-	}
+	// Read, not changed: shallow copies of this person's requests only.
+	mine := s.readRequestsOf(c, c.who.Name, func(r records.Request) bool {
+		return !r.State.Final() || r.EndedAt.After(since)
+	}, true)
 	if len(mine) == 0 {
 		c.private(plain("You have no open requests and none ended in the last 24h. Try /gpu request 8xh100 for 4h."))
 		return
@@ -419,7 +416,7 @@ func (s *Service) usage(c *call, team string, days int) {
 		s.failed(c, "reading usage", err)
 		return
 	}
-	running, _ := s.listRequests(c, func(r records.Request) bool { return r.State == records.StateRunning })
+	running := s.readRequests(c, func(r records.Request) bool { return r.State == records.StateRunning }, true)
 	for _, r := range running {
 		recs = append(recs, records.UsageRecord{Request: r.ID, Team: r.Team, Requester: r.Requester, Flavor: r.AdmittedFlavor, GPUs: r.GPUs, Start: r.AdmittedAt, End: c.now})
 	}
@@ -504,11 +501,11 @@ func (s *Service) usage(c *call, team string, days int) {
 
 // calibration scores first estimates against actual starts since from.
 func (s *Service) calibration(c *call, from time.Time, team string) string {
-	started, err := s.listRequests(c, func(r records.Request) bool {
+	started := s.readRequests(c, func(r records.Request) bool {
 		return !r.AdmittedAt.IsZero() && r.AdmittedAt.After(from) && r.Preemptions == 0 && r.FirstEstimate != nil && r.FirstEstimate.Known &&
 			!r.FirstEstimate.At.After(r.AdmittedAt) && (team == "" || r.Team == team)
-	})
-	if err != nil || len(started) == 0 {
+	}, true)
+	if len(started) == 0 {
 		return "Estimate accuracy: no queued request has started in this period yet."
 	}
 	outcomes := make([]allocator.EstimateOutcome, 0, len(started))
