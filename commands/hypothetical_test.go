@@ -132,15 +132,7 @@ func TestWhatIfConcurrentAskersShareOneSimulation(t *testing.T) {
 // thread (a plain line, not "New estimate … (was …)"), exactly once. When
 // the refresher is idle, a request's card has its estimate at once.
 func TestRequestUnderBusyRefresherGetsItsEstimateFromTheRefresher(t *testing.T) {
-	en := &countingEngine{}
-	e := newEnv(t, parse(t, small), withEngine(en))
-	e.do("alice", "request 8xh100 for 4h")
-	e.do("alice", "request 8xh100 for 4h")
-	// From now on the engine holds its first computation (the
-	// refresher's) until told.
-	en.mu.Lock()
-	en.calls, en.started, en.hold = 0, make(chan struct{}), make(chan struct{})
-	en.mu.Unlock()
+	e, en := twoQueuedHeld(t)
 	calls := 0
 	clk := clocktesting.NewFakeClock(t0)
 	ctx, cancel := context.WithCancel(e.ctx)
@@ -222,13 +214,7 @@ func TestRequestUnderBusyRefresherGetsItsEstimateFromTheRefresher(t *testing.T) 
 // restart posts the estimate of the one still queued, once, and nothing
 // for the others.
 func TestRequestLeftToTheRefresherLosesNothing(t *testing.T) {
-	en := &countingEngine{}
-	e := newEnv(t, parse(t, small), withEngine(en))
-	e.do("alice", "request 8xh100 for 4h")
-	e.do("alice", "request 8xh100 for 4h")
-	en.mu.Lock()
-	en.calls, en.started, en.hold = 0, make(chan struct{}), make(chan struct{})
-	en.mu.Unlock()
+	e, en := twoQueuedHeld(t)
 	clk := clocktesting.NewFakeClock(t0)
 	ctx, cancel := context.WithCancel(e.ctx)
 	done := make(chan struct{})
@@ -277,4 +263,20 @@ func TestRequestLeftToTheRefresherLosesNothing(t *testing.T) {
 	if again := e.svc.Settle(e.ctx); len(said(again, "thread r5"))+len(said(again, "card r5")) != 0 {
 		t.Errorf("r5's estimate posted again after the restart:\n%s", show(again))
 	}
+}
+
+// twoQueuedHeld is an env with two of alice's requests queued whose
+// estimate engine, from now on, holds its first full computation (the
+// refresher's) until en.hold is closed; en.started is closed when it
+// begins.
+func twoQueuedHeld(t *testing.T) (*env, *countingEngine) {
+	t.Helper()
+	en := &countingEngine{}
+	e := newEnv(t, parse(t, small), withEngine(en))
+	e.do("alice", "request 8xh100 for 4h")
+	e.do("alice", "request 8xh100 for 4h")
+	en.mu.Lock()
+	en.calls, en.started, en.hold = 0, make(chan struct{}), make(chan struct{})
+	en.mu.Unlock()
+	return e, en
 }

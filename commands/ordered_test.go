@@ -18,13 +18,7 @@ import (
 // is committed. (Without it the refresher's card update and thread line
 // came first, and the Slack adapter, finding no card, skipped them.)
 func TestCardIsSentBeforeTheRefresherUpdatesIt(t *testing.T) {
-	en := &countingEngine{}
-	e := newEnv(t, parse(t, small), withEngine(en))
-	e.do("alice", "request 8xh100 for 4h")
-	e.do("alice", "request 8xh100 for 4h")
-	en.mu.Lock()
-	en.calls, en.started, en.hold = 0, make(chan struct{}), make(chan struct{})
-	en.mu.Unlock()
+	e, en := twoQueuedHeld(t)
 
 	// One sender, as the runtime has: what is sent at commit and what the
 	// refresher returns go to the same log, in the order they come.
