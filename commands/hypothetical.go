@@ -18,8 +18,11 @@ import (
 // another. A newer generation empties the cache. What the answer says to
 // whom (whether the asker may approve it, the victims' owners, the
 // approximation note, times from now) is worked out for each asker from
-// the shared outcome. Before the first refresh a what-if is simulated on
-// its own against the latest view, unshared.
+// the shared outcome. Before the first refresh, or when the latest
+// estimates are older than hypoFresh (a quiet cluster is re-estimated
+// only every refreshEvery, and a simulation from then would start from
+// then), a what-if is simulated on its own against the latest view,
+// unshared.
 
 // hypoKey is everything about a hypothetical request that its
 // simulation depends on: the workload gpubot would submit for it.
@@ -64,6 +67,10 @@ type hypoEntry struct {
 	out  hypoOutcome
 	ok   bool
 }
+
+// hypoFresh is how old the latest estimates may be for what-ifs to share
+// their snapshot: under load the refresher publishes about every second.
+const hypoFresh = 5 * time.Second
 
 // maxHypotheticals bounds the cache: distinct what-ifs beyond it within
 // one generation are simulated without being kept.
@@ -128,7 +135,7 @@ func (h *hypotheticals) get(gen uint64, k hypoKey, sim func() hypoOutcome) hypoO
 // before the first refresh, on c's snapshot alone.
 func (s *Service) hypothetical(c *call, r records.Request) (hypoOutcome, error) {
 	v := s.view()
-	if v.gen == 0 || v.estSnap == nil {
+	if v.gen == 0 || v.estSnap == nil || c.now.Sub(v.estAt) > hypoFresh {
 		snap, err := s.snapshot(c)
 		if err != nil {
 			return hypoOutcome{}, err

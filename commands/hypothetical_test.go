@@ -280,3 +280,32 @@ func twoQueuedHeld(t *testing.T) (*env, *countingEngine) {
 	en.mu.Unlock()
 	return e, en
 }
+
+// A what-if shares the latest estimates' snapshot only while they are
+// fresh: a quiet cluster is re-estimated only every so often, and a
+// simulation from that snapshot would start from then. Older, each
+// what-if is simulated on its own against the cluster as it is now.
+func TestWhatIfOnStaleEstimatesSimulatesNow(t *testing.T) {
+	e := newEnv(t, parse(t, small))
+	e.do("alice", "request 8xh100 for 4h")
+	e.do("alice", "request 8xh100 for 4h")
+	ask := func() {
+		t.Helper()
+		if outs := e.svc.Handle(e.ctx, commands.Input{User: "alice", Text: "whatif 16xh100 for 2h"}); len(outs) != 1 || !strings.Contains(text(outs[0].Reply), "would be queued") {
+			t.Fatalf("the what-if's answer:\n%s", show(outs))
+		}
+	}
+	n := e.svc.WhatIfSimulations()
+	ask()
+	ask()
+	if got := e.svc.WhatIfSimulations() - n; got != 1 {
+		t.Fatalf("%d simulations for two identical what-ifs on fresh estimates, want 1", got)
+	}
+	e.clock.Step(10 * time.Second)
+	n = e.svc.WhatIfSimulations()
+	ask()
+	ask()
+	if got := e.svc.WhatIfSimulations() - n; got != 2 {
+		t.Errorf("%d simulations for two what-ifs on estimates 10s old, want 2 (each on its own)", got)
+	}
+}
