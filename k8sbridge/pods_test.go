@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -323,18 +324,14 @@ func TestPodsGoingWithTheirNodeAreNotNoise(t *testing.T) {
 // waitNodeGone waits until b's view of the cluster no longer has node.
 func waitNodeGone(t *testing.T, b *k8sbridge.Bridge, node string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		snap, err := b.Snapshot(context.Background())
+	err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		snap, err := b.Snapshot(ctx)
 		if err != nil {
-			t.Fatal(err)
+			return false, err
 		}
-		if !slices.ContainsFunc(snap.Cluster().Nodes, func(n allocator.Node) bool { return n.Name == node }) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the bridge still shows node %s 10 s after its deletion", node)
-		}
-		time.Sleep(5 * time.Millisecond) // an informer's watch: no clock to step
+		return !slices.ContainsFunc(snap.Cluster().Nodes, func(n allocator.Node) bool { return n.Name == node }), nil
+	})
+	if err != nil {
+		t.Fatalf("the bridge still shows node %s 10 s after its deletion: %v", node, err)
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 const childEnv = "GPUBOT_K8SENV_CHILD"
@@ -86,13 +88,11 @@ func TestKilledTestBinaryTakesItsProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
-	deadline := time.Now().Add(30 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	for name, pid := range names {
-		for alive(pid) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s (pid %d) still runs 30 s after the test binary that started it was killed", name, pid)
-			}
-			time.Sleep(50 * time.Millisecond) // a real process exiting: no clock to step
+		if err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(context.Context) (bool, error) { return !alive(pid), nil }); err != nil {
+			t.Fatalf("%s (pid %d) still runs 30 s after the test binary that started it was killed", name, pid)
 		}
 	}
 }
