@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	clocktesting "k8s.io/utils/clock/testing"
-
 	"github.com/gpubot/gpubot/allocator"
 	"github.com/gpubot/gpubot/commands"
 	"github.com/gpubot/gpubot/records"
@@ -345,14 +343,7 @@ func TestRefreshStatsSayWhatTheEngineDid(t *testing.T) {
 func TestRunEstimatesComputesOncePerPeriod(t *testing.T) {
 	en := &countingEngine{}
 	e := newEnv(t, parse(t, small), withEngine(en))
-	clk := clocktesting.NewFakeClock(t0)
-	ctx, cancel := context.WithCancel(e.ctx)
-	defer cancel()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		e.svc.RunEstimates(ctx, clk, time.Second, func(context.Context, []commands.Output) {})
-	}()
+	clk, stop := e.refresher(func(context.Context, []commands.Output) {})
 	waitFor(t, "the first computation", func() bool { return en.n() == 1 && clk.HasWaiters() })
 	for range 50 {
 		e.svc.Handle(e.ctx, commands.Input{User: "alice", Text: "request 8xh100 for 1h"})
@@ -367,6 +358,5 @@ func TestRunEstimatesComputesOncePerPeriod(t *testing.T) {
 	if n := en.n(); n != 2 {
 		t.Errorf("%d computations for 50 changes in one period, want 2 in all", n)
 	}
-	cancel()
-	<-done
+	stop()
 }

@@ -1,10 +1,8 @@
 package commands_test
 
 import (
-	"context"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -319,34 +317,26 @@ func TestSwitchIsToldBeforeTheClusterActs(t *testing.T) {
 	e := newEnv(t, parse(t, elasticSmall), withElastic(elasticSim), withAPI(api))
 	e.do("bob", "/gpu request 16xh100 for 6h")
 	e.do("alice", "/gpu request 8xh100 for 2h")
-	var mu sync.Mutex
-	var early []commands.Output
-	e.svc.SetOrderedDelivery(func(_ context.Context, outs []commands.Output) {
-		mu.Lock()
-		defer mu.Unlock()
-		early = append(early, outs...)
-	})
+	rec := &recorder{}
+	e.svc.SetOrderedDelivery(rec.send)
 	done := async(t, func() []commands.Output {
 		return e.svc.Handle(e.ctx, commands.Input{User: "alice", Action: &commands.Action{Name: commands.VerbSwitch, Request: "r2", Arg: "spot"}})
 	})
 	<-api.entered
-	mu.Lock()
+	early := rec.all()
 	check(t, early, want{"thread r2", "Switched to spot (spot) by alice"})
 	for _, o := range early {
 		if o.Seq == 0 {
 			t.Errorf("an output sent early is not in the outbox: %+v", o)
 		}
 	}
-	mu.Unlock()
 	close(api.release)
 	outs := done()
 	if got := said(outs, "thread r2"); slices.ContainsFunc(got, func(r commands.Reply) bool { return strings.Contains(r.Text, "Switched to spot") }) {
 		t.Errorf("Handle returned the switch's thread post again after sending it early: %v", got)
 	}
 	// The rest is sent as it is committed, or returned.
-	mu.Lock()
-	all := append(slices.Clone(early), outs...)
-	mu.Unlock()
+	all := append(rec.all(), outs...)
 	check(t, all, want{"sender", "Switched r2 to spot."})
 }
 

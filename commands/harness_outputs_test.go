@@ -1,8 +1,11 @@
 package commands_test
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -128,4 +131,24 @@ func diff(t *testing.T, what string, want, got any, opts ...cmp.Option) {
 	if d := cmp.Diff(want, got, opts...); d != "" {
 		t.Errorf("%s (-want +got):\n%s", what, d)
 	}
+}
+
+// recorder keeps what is delivered to it, for concurrent senders (the
+// refresher, SetOrderedDelivery).
+type recorder struct {
+	mu   sync.Mutex
+	outs []commands.Output
+}
+
+func (r *recorder) send(_ context.Context, outs []commands.Output) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.outs = append(r.outs, outs...)
+}
+
+// all is a copy of what was delivered so far, in order.
+func (r *recorder) all() []commands.Output {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.outs)
 }

@@ -502,3 +502,20 @@ func (e *env) usage() []records.UsageRecord {
 	}
 	return us
 }
+
+// refresher runs e's estimate refresher in the background on a fake
+// clock of its own (period 1 s), delivering to deliver, until stop, which
+// returns once it has stopped (also at the test's end).
+func (e *env) refresher(deliver func(context.Context, []commands.Output)) (clk *clocktesting.FakeClock, stop func()) {
+	clk = clocktesting.NewFakeClock(t0)
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		e.svc.RunEstimates(ctx, clk, time.Second, deliver)
+	}()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	e.t.Cleanup(stop)
+	return clk, stop
+}

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	clocktesting "k8s.io/utils/clock/testing"
-
 	"github.com/gpubot/gpubot/commands"
 )
 
@@ -134,25 +132,9 @@ func TestWhatIfConcurrentAskersShareOneSimulation(t *testing.T) {
 func TestRequestUnderBusyRefresherGetsItsEstimateFromTheRefresher(t *testing.T) {
 	e, en := twoQueuedHeld(t)
 	calls := 0
-	clk := clocktesting.NewFakeClock(t0)
-	ctx, cancel := context.WithCancel(e.ctx)
-	defer cancel()
-	var mu sync.Mutex
-	var delivered []commands.Output
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		e.svc.RunEstimates(ctx, clk, time.Second, func(_ context.Context, outs []commands.Output) {
-			mu.Lock()
-			defer mu.Unlock()
-			delivered = append(delivered, outs...)
-		})
-	}()
-	got := func() []commands.Output {
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]commands.Output(nil), delivered...)
-	}
+	rec := &recorder{}
+	clk, stop := e.refresher(rec.send)
+	got := rec.all
 	e.svc.MarkEstimatesStale()
 	<-en.started // the refresher is computing (and held there)
 
@@ -204,8 +186,7 @@ func TestRequestUnderBusyRefresherGetsItsEstimateFromTheRefresher(t *testing.T) 
 	outs = e.svc.Handle(e.ctx, commands.Input{User: "bob", Text: "request 8xh100 for 1h team nlp"})
 	check(t, outs, want{"channel #nlp r4", "r4 queued: starts "})
 	checkNot(t, outs, want{"channel #nlp r4", "being worked out"}, want{"sender", "being worked out"})
-	cancel()
-	<-done
+	stop()
 }
 
 // TestRequestLeftToTheRefresherLosesNothing: requests whose estimates
@@ -215,13 +196,7 @@ func TestRequestUnderBusyRefresherGetsItsEstimateFromTheRefresher(t *testing.T) 
 // for the others.
 func TestRequestLeftToTheRefresherLosesNothing(t *testing.T) {
 	e, en := twoQueuedHeld(t)
-	clk := clocktesting.NewFakeClock(t0)
-	ctx, cancel := context.WithCancel(e.ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		e.svc.RunEstimates(ctx, clk, time.Second, func(context.Context, []commands.Output) {})
-	}()
+	clk, stop := e.refresher(func(context.Context, []commands.Output) {})
 	e.svc.MarkEstimatesStale()
 	<-en.started
 	later := want{"sender", "Its start estimate is being worked out"}
@@ -233,8 +208,7 @@ func TestRequestLeftToTheRefresherLosesNothing(t *testing.T) {
 	// The refresher stops before it came to them: gpubot restarts.
 	close(en.hold)
 	waitFor(t, "the held pass to end", func() bool { return clk.HasWaiters() })
-	cancel()
-	<-done
+	stop()
 	svc, err := commands.NewService(e.ctx, e.cfg.Settings(), commands.Deps{
 		Cluster: e.cluster, Requests: e.db, IDs: e.db, Commit: e.db, Audit: e.db, Usage: e.db, Clock: e.clock,
 	})

@@ -1,13 +1,9 @@
 package commands_test
 
 import (
-	"context"
 	"slices"
-	"sync"
 	"testing"
 	"time"
-
-	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/gpubot/gpubot/commands"
 )
@@ -22,22 +18,9 @@ func TestCardIsSentBeforeTheRefresherUpdatesIt(t *testing.T) {
 
 	// One sender, as the runtime has: what is sent at commit and what the
 	// refresher returns go to the same log, in the order they come.
-	var mu sync.Mutex
-	var log []commands.Output
-	send := func(_ context.Context, outs []commands.Output) {
-		mu.Lock()
-		defer mu.Unlock()
-		log = append(log, outs...)
-	}
-	e.svc.SetOrderedDelivery(send)
-	clk := clocktesting.NewFakeClock(t0)
-	ctx, cancel := context.WithCancel(e.ctx)
-	defer cancel()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		e.svc.RunEstimates(ctx, clk, time.Second, send)
-	}()
+	rec := &recorder{}
+	e.svc.SetOrderedDelivery(rec.send)
+	clk, stop := e.refresher(rec.send)
 	e.svc.MarkEstimatesStale()
 	<-en.started // the refresher is computing (and held there)
 
@@ -49,12 +32,10 @@ func TestCardIsSentBeforeTheRefresherUpdatesIt(t *testing.T) {
 	clk.Step(time.Second)
 	waitFor(t, "r3's estimate", func() bool { return e.req("r3").Estimate != nil })
 	waitFor(t, "the refresher to wait again", func() bool { return clk.HasWaiters() })
-	send(e.ctx, held)
-	cancel()
-	<-done
+	rec.send(e.ctx, held)
+	stop()
 
-	mu.Lock()
-	defer mu.Unlock()
+	log := rec.all()
 	card := slices.IndexFunc(log, func(o commands.Output) bool { return dest(o.To) == "channel #nlp r3" })
 	update := slices.IndexFunc(log, func(o commands.Output) bool {
 		d := dest(o.To)
@@ -86,16 +67,10 @@ func TestCardIsSentBeforeTheRefresherUpdatesIt(t *testing.T) {
 // go there, not to the name.
 func TestPrivateRepliesGoToReplyTo(t *testing.T) {
 	e := newEnv(t, parse(t, small))
-	var mu sync.Mutex
-	var sent []commands.Output
-	e.svc.SetOrderedDelivery(func(_ context.Context, outs []commands.Output) {
-		mu.Lock()
-		defer mu.Unlock()
-		sent = append(sent, outs...)
-	})
+	rec := &recorder{}
+	e.svc.SetOrderedDelivery(rec.send)
 	e.svc.Handle(e.ctx, commands.Input{User: "alice", ReplyTo: "U0ALICE", Channel: "C0NLP", Text: "request 8xh100 for 4h"})
-	mu.Lock()
-	defer mu.Unlock()
+	sent := rec.all()
 	n := 0
 	for _, o := range sent {
 		if o.To.Kind == commands.ToSender {
