@@ -251,12 +251,9 @@ func (s *Service) postEstimates(c *call, snap *allocator.Snapshot, ests map[stri
 		if first {
 			// The requester's reply said the estimate follows: the offer
 			// of elastic capacity it would have carried comes with it.
-			who := c.who
-			c.who = s.person(r.Requester)
-			if line := s.offerLine(c, snap, r, next); line != "" {
+			if line := s.offerLine(c, snap, r, next, s.person(r.Requester)); line != "" {
 				text += " " + line
 			}
-			c.who = who
 		}
 		c.emit(thread(r.ID, plain(text)), Output{To: Destination{Kind: UpdateCard, Request: r.ID}, Reply: s.cardWith(c, r, snap, &e)})
 	}

@@ -403,14 +403,15 @@ func (s *Service) offerBlocks(c *call, snap *allocator.Snapshot, r records.Reque
 	return out
 }
 
-// offerLine is the offer in one sentence, for the reply to the requester.
-func (s *Service) offerLine(c *call, snap *allocator.Snapshot, r records.Request, posted *records.Estimate) string {
+// offerLine is the offer in one sentence, for the requester (who: the
+// buttons and budgets they may use).
+func (s *Service) offerLine(c *call, snap *allocator.Snapshot, r records.Request, posted *records.Estimate, who *Person) string {
 	if !s.offerDue(c, snap, r, posted) {
 		return ""
 	}
 	parts := []string{"reserved: " + s.reservedWords(posted)}
 	var take []string
-	for _, o := range s.options(c, snap, r, c.who) {
+	for _, o := range s.options(c, snap, r, who) {
 		parts = append(parts, s.optionText(o))
 		if o.blocked == "" {
 			take = append(take, fmt.Sprintf("/gpu switch %s %s", r.ID, o.terms.Flavor))

@@ -165,7 +165,7 @@ func (s *Service) submit(c *call, r records.Request) {
 				card.Text, strings.TrimRight(word.Why, "."), r.ID, r.Channel), contextBlock("Kueue's message: "+word.Raw())))
 			return
 		}
-		if line := s.offerLine(c, snap, r, r.Estimate); line != "" {
+		if line := s.offerLine(c, snap, r, r.Estimate, c.who); line != "" {
 			note += " " + line
 		}
 		if later {
