@@ -403,8 +403,8 @@ func (s *Service) offerBlocks(c *call, snap *allocator.Snapshot, r records.Reque
 	return out
 }
 
-// offerLine is the offer in one sentence, for the requester (who: the
-// buttons and budgets they may use).
+// offerLine is the offer in one sentence, as who would be told it
+// (whether a switch would need someone else's approval).
 func (s *Service) offerLine(c *call, snap *allocator.Snapshot, r records.Request, posted *records.Estimate, who *Person) string {
 	if !s.offerDue(c, snap, r, posted) {
 		return ""
