@@ -247,10 +247,7 @@ func (s *Service) commit(c *call, durable bool) error {
 		for i := range c.outs[first:] {
 			// A private reply is addressed now: after a restart it is
 			// sent from the outbox, without the input.
-			if to := &c.outs[first+i].To; to.Kind == ToSender {
-				to.User = cmpOr(to.User, c.in.replyUser())
-				to.Channel = cmpOr(to.Channel, c.in.Channel)
-			}
+			c.address(&c.outs[first+i].To)
 		}
 		for _, o := range c.outs[first:] {
 			data, err := EncodeOutput(o)

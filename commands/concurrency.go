@@ -201,18 +201,23 @@ func (s *Service) sendCommitted(c *call) {
 	}
 	outs := make([]Output, 0, c.committed-c.sent)
 	for _, o := range c.outs[c.sent:c.committed] {
-		if o.To.Kind == ToSender {
-			o.To.User = cmpOr(o.To.User, c.in.replyUser())
-			o.To.Channel = cmpOr(o.To.Channel, c.in.Channel)
-			if o.To.User == "" {
-				continue
-			}
+		if c.address(&o.To); o.To.Kind == ToSender && o.To.User == "" {
+			continue
 		}
 		outs = append(outs, o)
 	}
 	c.sent = c.committed
 	if len(outs) > 0 {
 		(*d)(c.ctx, outs)
+	}
+}
+
+// address gives a private reply the sender's chat user and channel,
+// unless it has its own.
+func (c *call) address(to *Destination) {
+	if to.Kind == ToSender {
+		to.User = cmpOr(to.User, c.in.replyUser())
+		to.Channel = cmpOr(to.Channel, c.in.Channel)
 	}
 }
 
