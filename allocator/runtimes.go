@@ -255,11 +255,12 @@ type ArrivalSample struct {
 
 // ArrivalRate is the load of one queue's arrivals of one priority: the
 // GPUs they keep busy on average (GPU-hours asked per hour), and how
-// long they have been arriving (Over: from the first of them in the
-// window to now, at least a minute). Estimates take arrivals to go on
-// for as long again, no longer (see EstimateOptions.Arrivals): a burst
-// of a minute is not a load for the day. Over 0 means the whole
-// horizon.
+// long they have been arriving (Over: from when their current burst
+// began, or from the first of them in the window if they have come
+// steadily, to now, at least a minute; see burstStart). Estimates take
+// arrivals to go on for as long again, no longer (see
+// EstimateOptions.Arrivals): a burst of a minute is not a load for the
+// day. Over 0 means the whole horizon.
 type ArrivalRate struct {
 	Queue    string
 	Priority int32
@@ -276,8 +277,9 @@ type ArrivalRate struct {
 // divided by the window, or by the time since the first of them if that
 // is shorter (at least a minute); per queue, priority, flavor and size,
 // in that order. Each rate's
-// Over is the time since the first of its own samples (at least a
-// minute). Samples
+// Over is the time since its own samples' current burst began (the
+// change point of their rate; the first of them if it has not risen: see
+// burstStart), at least a minute. Samples
 // outside the window, or with GPU-hours that are not a positive number,
 // are ignored. The result feeds EstimateOptions.Arrivals.
 func LearnArrivals(samples []ArrivalSample, now time.Time, window time.Duration) []ArrivalRate {
@@ -293,16 +295,14 @@ func LearnArrivals(samples []ArrivalSample, now time.Time, window time.Duration)
 		n int
 	}
 	sum := map[key]float64{}
-	firstOf := map[key]time.Time{}
+	timesOf := map[key][]time.Time{}
 	for _, a := range samples {
 		if !a.At.After(from) || a.At.After(now) || !(a.GPUHours > 0) || math.IsInf(a.GPUHours, 0) {
 			continue
 		}
 		k := key{a.Queue, a.Priority, a.Flavor, a.Size}
 		sum[k] += a.GPUHours
-		if f, ok := firstOf[k]; !ok || a.At.Before(f) {
-			firstOf[k] = a.At
-		}
+		timesOf[k] = append(timesOf[k], a.At)
 		if a.At.Before(first) {
 			first = a.At
 		}
@@ -313,7 +313,8 @@ func LearnArrivals(samples []ArrivalSample, now time.Time, window time.Duration)
 	span := max(time.Minute, min(window, now.Sub(first)))
 	out := make([]ArrivalRate, 0, len(sum))
 	for k, v := range sum {
-		out = append(out, ArrivalRate{Queue: k.q, Priority: k.p, Flavor: k.f, Size: k.n, GPUs: v / span.Hours(), Over: max(time.Minute, now.Sub(firstOf[k]))})
+		began := burstStart(sortTimes(timesOf[k]), first, now)
+		out = append(out, ArrivalRate{Queue: k.q, Priority: k.p, Flavor: k.f, Size: k.n, GPUs: v / span.Hours(), Over: max(time.Minute, now.Sub(began))})
 	}
 	slices.SortFunc(out, func(a, b ArrivalRate) int {
 		if a.Queue != b.Queue {
