@@ -322,7 +322,8 @@
 //   - Estimates' simulations take no new work: arrivals only stretch
 //     Latest afterwards, by 1/(1−ρ) with ρ the load of the work that
 //     would go first over the workload's flavors' GPUs (at most
-//     MaxArrivalShare) for no longer than that work has been arriving,
+//     MaxArrivalShare) for no longer than that work has been arriving
+//     (since its current burst began: ArrivalRate.Over, burstStart),
 //     or by that time if work going first by order asks for more than
 //     the GPUs (EstimateOptions.Arrivals), not by simulating them. The
 //     load is in GPU-hours per hour: a burst of long runs counts as

@@ -135,7 +135,8 @@
 //     (allocator.LearnRuntimes per team and template, the requested
 //     duration standing for the template, which traces lack; a running
 //     job's among the runs at least as long) and the last day's arrival
-//     load per team, priority, flavor and size (allocator.LearnArrivals).
+//     load per team, priority, flavor and size, each with how long it has
+//     been arriving since its current burst began (allocator.LearnArrivals).
 //     At the job's start (allocator.ScoreEstimates): was it inside the
 //     range, give or take a minute (the card shows minutes; also
 //     counted exactly, without the minute), the range's median width,
