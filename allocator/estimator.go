@@ -66,16 +66,17 @@ func (e *Estimator) estimates(s *Snapshot, opts EstimateOptions, k uint64) map[s
 			return e.est
 		}
 	}
-	order := s.pendingInOrder()
 	fp := func(c *Snapshot) uint64 { return e.fingerprint(c, opts) }
 	rec := [2]simRecord{{fp: fp}, {fp: fp}}
-	low, high := s.simulateBoth(opts, order, &rec)
-	e.est, e.key, e.ok = s.estimatesFrom(opts, order, low, high), k, true
+	var p estimatePrep
+	low, high := s.simulateBoth(opts, nil, &rec, &p)
+	lo, hi := p.inOrder(low, high)
+	e.est, e.key, e.ok = s.estimatesFrom(opts, &p, lo, hi), k, true
 	e.next = rec[0].after
-	e.nextOK = len(order) > 0 && rec[0].after == rec[1].after && !rec[0].preempted && !rec[1].preempted
-	e.starts = make(map[string][2]simStart, len(order))
-	for i, slot := range order {
-		e.starts[s.ws[slot].w.ID] = [2]simStart{low[i], high[i]}
+	e.nextOK = len(p.order) > 0 && rec[0].after == rec[1].after && !rec[0].preempted && !rec[1].preempted
+	e.starts = make(map[string][2]simStart, len(p.order))
+	for i, slot := range p.order {
+		e.starts[s.ws[slot].w.ID] = [2]simStart{lo[i], hi[i]}
 	}
 	e.Recomputed++
 	return e.est
@@ -87,16 +88,18 @@ func (e *Estimator) estimates(s *Snapshot, opts EstimateOptions, k uint64) map[s
 // target without a start was not admitted before the horizon: the
 // simulation stops early only once every target has started.)
 func (e *Estimator) rebuild(s *Snapshot, opts EstimateOptions) (map[string]Estimate, bool) {
-	order := s.pendingInOrder()
-	low, high := make([]simStart, len(order)), make([]simStart, len(order))
-	for i, slot := range order {
+	var p estimatePrep
+	p.order = s.pendingInOrder()
+	low, high := make([]simStart, len(p.order)), make([]simStart, len(p.order))
+	for i, slot := range p.order {
 		st, ok := e.starts[s.ws[slot].w.ID]
 		if !ok {
 			return nil, false
 		}
 		low[i], high[i] = st[0], st[1]
 	}
-	return s.estimatesFrom(opts, order, low, high), true
+	s.prepareCounts(&p)
+	return s.estimatesFrom(opts, &p, low, high), true
 }
 
 // For is EstimateFor(s, id, opts): from the last result when s and opts
