@@ -58,8 +58,11 @@ type Snapshot struct {
 
 	scratch *scratch // reusable buffers; not state, not cloned
 	// lean is set on the private clones estimates simulate on: nobody
-	// reads their admissions' node names, so they are not made.
-	lean bool
+	// reads their admissions' node names, so they are not made, and
+	// their admissions are cut from admSlab, a block allocated at a time
+	// (not state, not cloned).
+	lean    bool
+	admSlab []Admission
 }
 
 // wl is one workload slot.

@@ -200,7 +200,7 @@ func (s *Snapshot) endings(endOf func(slot int32) (time.Time, bool)) endHeap {
 	for _, n := range s.nPending {
 		admitted -= n
 	}
-	h := make(endHeap, 0, max(0, admitted))
+	h := make(endHeap, 0, max(0, admitted)+len(s.ws)/4)
 	for slot := range s.ws {
 		x := &s.ws[slot]
 		if !x.live || x.fl < 0 {
