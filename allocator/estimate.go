@@ -433,11 +433,10 @@ type simRecord struct {
 // target's first admission time (targets nil: every pending workload's,
 // by slot). It closes cloned, if set, once it no longer reads s's state.
 func (s *Snapshot) simulate(opts EstimateOptions, high bool, targets []int32, rec *simRecord, cloned chan<- struct{}) []simStart {
-	c := s.Clone()
+	c := s.cloneLean()
 	if cloned != nil {
 		close(cloned)
 	}
-	c.lean = true
 	factor := make([]float64, len(s.ix.queues))
 	for q, qi := range s.ix.queues {
 		r, ok := opts.Factors[qi.name]

@@ -102,7 +102,11 @@ func (s *Snapshot) remove(slot int32) {
 	}
 	s.mixPending(slot, -1)
 	s.nPending[x.q]--
-	delete(s.byID, x.w.ID)
+	if s.lean {
+		s.nLive-- // byID is shared (Snapshot.lean)
+	} else {
+		delete(s.byID, x.w.ID)
+	}
 	s.ws[slot] = wl{}
 	s.freeSlots = append(s.freeSlots, slot)
 }

@@ -101,7 +101,7 @@ func (s *Snapshot) schedule(emit sink) {
 	}
 	one := cy.one
 	preempted := map[int32]bool{}
-	for range 4*len(s.byID) + 64 {
+	for range 4*s.workloadCount() + 64 {
 		// 1. Heads.
 		heads := cy.heads[:0]
 		if one {

@@ -196,7 +196,7 @@ func (s *Snapshot) run(until time.Time, strict bool, endOf func(slot int32) (tim
 
 // endings returns the heap of the admitted workloads' ends.
 func (s *Snapshot) endings(endOf func(slot int32) (time.Time, bool)) endHeap {
-	admitted := len(s.byID)
+	admitted := s.workloadCount()
 	for _, n := range s.nPending {
 		admitted -= n
 	}
