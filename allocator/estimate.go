@@ -153,13 +153,15 @@ func Estimates(s *Snapshot, opts EstimateOptions) map[string]Estimate {
 type estimatePrep struct {
 	order         []int32
 	ahead, higher []int
-	reasons       []Reason // per workload of order
+	reasons       []Reason            // per workload of order
+	out           map[string]Estimate // empty, sized for order (or nil)
 }
 
 // prepare fills p for s's pending workloads.
 func (s *Snapshot) prepare(p *estimatePrep) {
 	p.order = s.pendingInOrder()
 	s.prepareCounts(p)
+	p.out = make(map[string]Estimate, len(p.order))
 }
 
 // prepareCounts fills p's counts and reasons for p.order.
@@ -200,7 +202,10 @@ func (s *Snapshot) pendingCount() int {
 // estimatesFrom turns the two simulations' starts of the pending
 // workloads in p's order into their estimates.
 func (s *Snapshot) estimatesFrom(opts EstimateOptions, p *estimatePrep, low, high []simStart) map[string]Estimate {
-	out := make(map[string]Estimate, len(p.order))
+	out := p.out
+	if out == nil {
+		out = make(map[string]Estimate, len(p.order))
+	}
 	end := s.now.Add(horizon(opts))
 	for i, slot := range p.order {
 		e := s.estimate(slot, low[i], high[i], end, p.ahead[i], p.higher[i], p.reasons[i], opts.Arrivals)
