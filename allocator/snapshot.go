@@ -67,6 +67,14 @@ type Snapshot struct {
 	lean    bool
 	admSlab []Admission
 	nLive   int
+
+	// idOrder is set while the live slots' order is their IDs' order
+	// (NewSnapshot adds the workloads by ID; an Add that recycles a slot
+	// or whose ID is not above every ID added before clears it): ties
+	// on IDs are then broken by slot, without reading the slots
+	// (idCmp). maxID is the greatest ID added so far.
+	idOrder bool
+	maxID   string
 }
 
 // wl is one workload slot.
@@ -182,6 +190,7 @@ func newEmpty(c *Cluster, ix *index, now time.Time) *Snapshot {
 		ix:         ix,
 		now:        now,
 		byID:       map[string]int32{},
+		idOrder:    true,
 		nodeFree:   make([]int32, len(ix.nodes)),
 		fl:         make([]flState, nf),
 		rackCnt:    make([][]int32, len(ix.racks)),
@@ -313,6 +322,8 @@ func (s *Snapshot) clone(byID map[string]int32) *Snapshot {
 		flipGen:    slices.Clone(s.flipGen),
 		reclaimGen: slices.Clone(s.reclaimGen),
 		cycleNo:    s.cycleNo,
+		idOrder:    s.idOrder,
+		maxID:      s.maxID,
 	}
 	for f, st := range s.fl {
 		out.fl[f] = flState{
