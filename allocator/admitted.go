@@ -69,13 +69,23 @@ func (s *Snapshot) searchAdm(slots []int32, keys []admKey, k admKey, x int32, kc
 	return lo, lo < len(keys) && kc(keys[lo], k) == 0 && slots[lo] == x
 }
 
-// idCmp compares the IDs of live slots a and b: by slot while the slots
-// are in ID order (Snapshot.idOrder).
+// idCmp compares the IDs of live slots a and b (the sign of the result):
+// by slot while the slots are in ID order (Snapshot.idOrder).
 func (s *Snapshot) idCmp(a, b int32) int {
 	if s.idOrder {
-		return cmp.Compare(a, b)
+		return int(a) - int(b)
 	}
-	return strings.Compare(s.ws[a].w.ID, s.ws[b].w.ID)
+	return s.idCmpRead(a, b)
+}
+
+func (s *Snapshot) idCmpRead(a, b int32) int { return strings.Compare(s.ws[a].w.ID, s.ws[b].w.ID) }
+
+// idLess is idCmp(a, b) < 0.
+func (s *Snapshot) idLess(a, b int32) bool {
+	if s.idOrder {
+		return a < b
+	}
+	return s.idCmpRead(a, b) < 0
 }
 
 // staticCmp orders pending workloads of one queue: priority descending

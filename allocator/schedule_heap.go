@@ -47,7 +47,10 @@ func (s *Snapshot) headLess(cy *cycleState, a, b int32) bool {
 	if ka.crNs != kb.crNs {
 		return ka.crNs < kb.crNs
 	}
-	return s.idCmp(ka.slot, kb.slot) < 0
+	if s.idOrder {
+		return ka.slot < kb.slot
+	}
+	return s.ws[ka.slot].w.ID < s.ws[kb.slot].w.ID
 }
 
 func (s *Snapshot) siftDown(cy *cycleState, h []int32, i int) {
