@@ -142,8 +142,7 @@ func Estimates(s *Snapshot, opts EstimateOptions) map[string]Estimate {
 	}
 	var p estimatePrep
 	low, high := s.simulateBoth(opts, nil, nil, &p)
-	lo, hi := p.inOrder(low, high)
-	return s.estimatesFrom(opts, &p, lo, hi)
+	return s.estimatesFrom(opts, &p, low, high)
 }
 
 // estimatePrep is what the estimates take from s besides the two
@@ -180,16 +179,6 @@ func (s *Snapshot) prepareCounts(p *estimatePrep) {
 	}
 }
 
-// inOrder picks, from the simulations' starts by slot, those of p's
-// order.
-func (p *estimatePrep) inOrder(low, high []simStart) (lo, hi []simStart) {
-	lo, hi = make([]simStart, len(p.order)), make([]simStart, len(p.order))
-	for i, slot := range p.order {
-		lo[i], hi[i] = low[slot], high[slot]
-	}
-	return lo, hi
-}
-
 // pendingCount is the number of pending workloads.
 func (s *Snapshot) pendingCount() int {
 	n := 0
@@ -200,7 +189,7 @@ func (s *Snapshot) pendingCount() int {
 }
 
 // estimatesFrom turns the two simulations' starts of the pending
-// workloads in p's order into their estimates.
+// workloads of p's order, by slot, into their estimates.
 func (s *Snapshot) estimatesFrom(opts EstimateOptions, p *estimatePrep, low, high []simStart) map[string]Estimate {
 	out := p.out
 	if out == nil {
@@ -208,7 +197,7 @@ func (s *Snapshot) estimatesFrom(opts EstimateOptions, p *estimatePrep, low, hig
 	}
 	end := s.now.Add(horizon(opts))
 	for i, slot := range p.order {
-		e := s.estimate(slot, low[i], high[i], end, p.ahead[i], p.higher[i], p.reasons[i], opts.Arrivals)
+		e := s.estimate(slot, low[slot], high[slot], end, p.ahead[i], p.higher[i], p.reasons[i], opts.Arrivals)
 		out[e.ID] = e
 	}
 	return out

@@ -70,13 +70,12 @@ func (e *Estimator) estimates(s *Snapshot, opts EstimateOptions, k uint64) map[s
 	rec := [2]simRecord{{fp: fp}, {fp: fp}}
 	var p estimatePrep
 	low, high := s.simulateBoth(opts, nil, &rec, &p)
-	lo, hi := p.inOrder(low, high)
-	e.est, e.key, e.ok = s.estimatesFrom(opts, &p, lo, hi), k, true
+	e.est, e.key, e.ok = s.estimatesFrom(opts, &p, low, high), k, true
 	e.next = rec[0].after
 	e.nextOK = len(p.order) > 0 && rec[0].after == rec[1].after && !rec[0].preempted && !rec[1].preempted
 	e.starts = make(map[string][2]simStart, len(p.order))
-	for i, slot := range p.order {
-		e.starts[s.ws[slot].w.ID] = [2]simStart{lo[i], hi[i]}
+	for _, slot := range p.order {
+		e.starts[s.ws[slot].w.ID] = [2]simStart{low[slot], high[slot]}
 	}
 	e.Recomputed++
 	return e.est
@@ -90,13 +89,13 @@ func (e *Estimator) estimates(s *Snapshot, opts EstimateOptions, k uint64) map[s
 func (e *Estimator) rebuild(s *Snapshot, opts EstimateOptions) (map[string]Estimate, bool) {
 	var p estimatePrep
 	p.order = s.pendingInOrder()
-	low, high := make([]simStart, len(p.order)), make([]simStart, len(p.order))
-	for i, slot := range p.order {
+	low, high := make([]simStart, len(s.ws)), make([]simStart, len(s.ws))
+	for _, slot := range p.order {
 		st, ok := e.starts[s.ws[slot].w.ID]
 		if !ok {
 			return nil, false
 		}
-		low[i], high[i] = st[0], st[1]
+		low[slot], high[slot] = st[0], st[1]
 	}
 	s.prepareCounts(&p)
 	return s.estimatesFrom(opts, &p, low, high), true
