@@ -154,6 +154,10 @@ type estimatePrep struct {
 	ahead, higher []int
 	reasons       []Reason            // per workload of order
 	out           map[string]Estimate // empty, sized for order (or nil)
+	// With wantIDs, prepare also fills ids: the slot of each workload
+	// of order by ID (for the Estimator).
+	wantIDs bool
+	ids     map[string]int32
 }
 
 // prepare fills p for s's pending workloads.
@@ -161,6 +165,12 @@ func (s *Snapshot) prepare(p *estimatePrep) {
 	p.order = s.pendingInOrder()
 	s.prepareCounts(p)
 	p.out = make(map[string]Estimate, len(p.order))
+	if p.wantIDs {
+		p.ids = make(map[string]int32, len(p.order))
+		for _, slot := range p.order {
+			p.ids[s.ws[slot].w.ID] = slot
+		}
+	}
 }
 
 // prepareCounts fills p's counts and reasons for p.order.
