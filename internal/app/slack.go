@@ -55,13 +55,13 @@ const dedupeTTL = 24 * time.Hour
 // Slack mode (GOMAXPROCS), unless GOMAXPROCS is set or a CPU limit holds
 // Go below the machine's CPUs.
 //
-// An ack wakes four times on its way (the envelope read, the inbox
-// write's fsync returning, the ack written; and Slack's side): with one
-// processor per CPU, all of them busy with the estimates' simulations
-// and the handlers' work, each wake-up waits in Go's run queue behind
-// those computations (up to 10 ms each before Go preempts it), which was
-// most of the ack's p99 at 100 commands a second (BENCHMARKS.md, "Slack
-// ack p99: where it goes"). With more processors than CPUs a woken
+// An ack's goroutines wake up on its way (the envelope read from the
+// socket, the inbox write's fsync returning): with one processor per
+// CPU, all of them busy with the estimates' simulations and the
+// handlers' work, each wake-up waits in Go's run queue behind those
+// computations (up to 10 ms each before Go preempts it), a large part of
+// the ack's p99 at 100 commands a second (BENCHMARKS.md, "Slack ack p99:
+// where it goes"). With more processors than CPUs a woken
 // goroutine finds an idle processor at once and the kernel, which
 // favours a thread that was sleeping, runs it ahead of the computations.
 // The total CPU is about the same. Under a CPU limit (a container's
