@@ -255,6 +255,9 @@ type view struct {
 	// (0: none yet).
 	estSnap *allocator.Snapshot
 	gen     uint64
+	// memo holds what reads worked out from snap (facts.go); every new
+	// view gets its own.
+	memo *viewFacts
 }
 
 // publish makes a new view from the cluster as it is now (in the write
@@ -270,7 +273,7 @@ func (s *Service) publish(c *call) {
 	s.vmu.Lock()
 	defer s.vmu.Unlock()
 	old := s.cur.Load()
-	nv := &view{snap: snap, kueue: rep}
+	nv := &view{snap: snap, kueue: rep, memo: &viewFacts{}}
 	if old != nil {
 		nv.ests, nv.opts, nv.mix, nv.estAt, nv.estSnap, nv.gen = old.ests, old.opts, old.mix, old.estAt, old.estSnap, old.gen
 	}
@@ -286,6 +289,7 @@ func (s *Service) setEstimates(ests map[string]allocator.Estimate, opts allocato
 	nv := *s.cur.Load()
 	nv.ests, nv.opts, nv.mix, nv.estAt, nv.estSnap = ests, opts, mix, at, snap
 	nv.gen++
+	nv.memo = &viewFacts{} // capacity's facts depend on the mix
 	s.cur.Store(&nv)
 	s.hypos.drop(nv.gen)
 }

@@ -172,7 +172,7 @@ func NewService(ctx context.Context, set Settings, deps Deps, opts ...Option) (*
 		return nil, fmt.Errorf("reading the cluster: %w", err)
 	}
 	s.cluster = snap.Cluster()
-	s.cur.Store(&view{snap: snap})
+	s.cur.Store(&view{snap: snap, memo: &viewFacts{}})
 	s.estimates.changed()
 	s.vocab = Vocabulary{Teams: teamNames(s.set.Teams), Templates: s.set.Templates}
 	for _, f := range s.cluster.Flavors {

@@ -1,0 +1,124 @@
+package commands
+
+import (
+	"sync"
+
+	"github.com/gpubot/gpubot/allocator"
+	"github.com/gpubot/gpubot/records"
+)
+
+// viewFacts are what reads work out from a view's snapshot, worked out
+// once per view and shared by every read of it: a view never changes,
+// so neither do they. Capacity's table (per flavor, against the view's
+// request mix, and bare) and the queues' standing (usage's table) are
+// computed at the first read that needs them, on one copy of the
+// snapshot made for the view (the allocator's methods may fill caches
+// in the snapshot they run on, so reads never call them on the view's
+// own). A new view (publish, setEstimates) starts with no facts.
+type viewFacts struct {
+	mu       sync.Mutex
+	snap     *allocator.Snapshot // the copy the facts are computed on; nil until needed
+	capacity *[]allocator.FlavorCapacity
+	bare     *[]allocator.FlavorCapacity
+	standing *[]allocator.QueueStanding
+	// From the requests (usage's): the running ones and those whose start
+	// can score their first estimate (calibration), in ID order. A request
+	// starts, ends or is preempted only with a change of the cluster, which
+	// publishes a new view.
+	running, started *[]records.Request
+}
+
+// copyOf is the facts' copy of snap, made at the first need (held).
+func (f *viewFacts) copyOf(snap *allocator.Snapshot) *allocator.Snapshot {
+	if f.snap == nil {
+		f.snap = snap.Clone()
+	}
+	return f.snap
+}
+
+// once returns *slot, computing it with fn on the facts' copy of snap
+// the first time.
+func once[T any](f *viewFacts, slot **[]T, snap *allocator.Snapshot, fn func(*allocator.Snapshot) []T) []T {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if *slot == nil {
+		v := fn(f.copyOf(snap))
+		*slot = &v
+	}
+	return **slot
+}
+
+// onceOf returns *slot, computing it with fn the first time.
+func onceOf[T any](f *viewFacts, slot **[]T, fn func() []T) []T {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if *slot == nil {
+		v := fn()
+		*slot = &v
+	}
+	return **slot
+}
+
+// facts returns v's facts (made if v has none: a view built by hand in
+// a test).
+func (v *view) facts() *viewFacts {
+	if v.memo == nil {
+		return &viewFacts{}
+	}
+	return v.memo
+}
+
+// capacityFacts are /gpu capacity's tables for c, against the recent
+// requests' mix and bare (no mix), and the cluster they are of. In a read
+// with published estimates they are the view's, computed once per view
+// (the mix is the view's too); otherwise they are worked out now. The
+// slices and their maps are shared: read only.
+func (s *Service) capacityFacts(c *call) (cl *allocator.Cluster, withMix, bare []allocator.FlavorCapacity, err error) {
+	v := s.view()
+	if c.writing || c.snap != nil || v.estAt.IsZero() {
+		snap, err := s.snapshot(c)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		return snap.Cluster(), snap.Capacity(s.mix(c)), snap.Capacity(nil), nil
+	}
+	f := v.facts()
+	withMix = once(f, &f.capacity, v.snap, func(sn *allocator.Snapshot) []allocator.FlavorCapacity { return sn.Capacity(v.mix) })
+	bare = once(f, &f.bare, v.snap, func(sn *allocator.Snapshot) []allocator.FlavorCapacity { return sn.Capacity(nil) })
+	return v.snap.Cluster(), withMix, bare, nil
+}
+
+// standing is every queue's standing for c (usage's table): in a read,
+// the view's, computed once per view. Shared: read only.
+func (s *Service) standing(c *call) ([]allocator.QueueStanding, error) {
+	if c.writing || c.snap != nil {
+		snap, err := s.snapshot(c)
+		if err != nil {
+			return nil, err
+		}
+		return snap.Standing(), nil
+	}
+	v := s.view()
+	f := v.facts()
+	return once(f, &f.standing, v.snap, (*allocator.Snapshot).Standing), nil
+}
+
+// isRunning is usage's filter of the requests running now.
+func isRunning(r records.Request) bool { return r.State == records.StateRunning }
+
+// scorable is calibration's filter, but for the period and the team: a
+// request that started unpreempted after a known first estimate.
+func scorable(r records.Request) bool {
+	return !r.AdmittedAt.IsZero() && r.Preemptions == 0 && r.FirstEstimate != nil && r.FirstEstimate.Known && !r.FirstEstimate.At.After(r.AdmittedAt)
+}
+
+// requestFacts are the requests keep accepts, in ID order, shallow (read
+// only): in a read with nothing written, the view's slot, computed once
+// per view; otherwise read now.
+func (s *Service) requestFacts(c *call, slot func(*viewFacts) **[]records.Request, keep func(records.Request) bool) []records.Request {
+	if c.writing || len(c.w.order) > 0 {
+		return s.readRequests(c, keep, true)
+	}
+	f := s.view().facts()
+	return onceOf(f, slot(f), func() []records.Request { return s.readRequests(c, keep, true) })
+}
