@@ -144,6 +144,7 @@ func (s *Service) abandon(c *call) {
 	defer func() {
 		c.writing = false
 		s.wmu.Unlock()
+		c.runLeft()
 	}()
 	c.w = pending{}
 	c.committed = len(c.outs)
@@ -160,6 +161,7 @@ func (s *Service) leave(c *call) {
 	defer func() {
 		c.writing = false
 		s.wmu.Unlock()
+		c.runLeft()
 	}()
 	s.commitOrSay(c)
 	s.sendCommitted(c)
@@ -168,6 +170,15 @@ func (s *Service) leave(c *call) {
 	}
 	if c.changed {
 		s.estimates.changed()
+	}
+}
+
+// runLeft runs what waits for c's write section to be over.
+func (c *call) runLeft() {
+	left := c.left
+	c.left = nil
+	for _, fn := range left {
+		fn()
 	}
 }
 

@@ -91,6 +91,12 @@ type Service struct {
 	// the refreshes under way or waiting to start, and ownEstimates the
 	// request commands computing their own estimate (request.go).
 	background, refreshing, ownEstimates atomic.Int32
+	// bg is the running refresher's (ownestimate.go); ownWait bounds a
+	// request command's wait for its own estimate, and ownLate counts
+	// those that missed it.
+	bg      atomic.Pointer[refresher]
+	ownWait time.Duration
+	ownLate atomic.Uint64
 
 	// Set once by NewService, then only read.
 	vocab   Vocabulary
@@ -129,6 +135,7 @@ func NewService(ctx context.Context, set Settings, deps Deps, opts ...Option) (*
 		teams:     map[string]*Team{},
 		prio:      map[string]int32{},
 		engine:    allocator.NewEstimator(),
+		ownWait:   DefaultOwnEstimateWait,
 		watch:     clock.RealClock{},
 		estimates: newStaleness(),
 	}
@@ -256,6 +263,9 @@ type call struct {
 	// if nothing changed (time moved).
 	republish bool
 	audits    int // audit entries written
+	// left are run once the call's write section is over (committed and
+	// sent, or dropped after a panic).
+	left []func()
 	// w are the call's writes not yet committed; committed counts the
 	// outputs already in the outbox (or not to be kept).
 	w         pending
