@@ -24,7 +24,9 @@ import (
 // pass (which its submission asked for) saves it, updates the card and
 // posts it in the thread as the request's first estimate (postEstimates:
 // a request with no estimate yet always moved materially, and once saved
-// it is not posted again unless it moves). Nothing is lost on a restart
+// it is not posted again unless it moves). One that computes its own
+// waits for it at most the own-estimate wait, and is then answered the
+// same way (ownestimate.go). Nothing is lost on a restart
 // (the first refresh finds the request without an estimate) and nothing
 // is posted for a request cancelled or admitted meanwhile (only queued
 // requests are posted). What-ifs are simulated against the snapshot of
