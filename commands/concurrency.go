@@ -284,7 +284,7 @@ func (s *Service) publish(c *call) {
 	s.vmu.Lock()
 	defer s.vmu.Unlock()
 	old := s.cur.Load()
-	nv := &view{snap: snap, kueue: rep, memo: &viewFacts{}}
+	nv := &view{snap: snap, kueue: rep, memo: s.newFacts()}
 	if old != nil {
 		nv.ests, nv.opts, nv.mix, nv.estAt, nv.estSnap, nv.gen = old.ests, old.opts, old.mix, old.estAt, old.estSnap, old.gen
 	}
@@ -300,7 +300,7 @@ func (s *Service) setEstimates(ests map[string]allocator.Estimate, opts allocato
 	nv := *s.cur.Load()
 	nv.ests, nv.opts, nv.mix, nv.estAt, nv.estSnap = ests, opts, mix, at, snap
 	nv.gen++
-	nv.memo = &viewFacts{} // capacity's facts depend on the mix
+	nv.memo = s.newFacts() // capacity's facts depend on the mix
 	s.cur.Store(&nv)
 	s.hypos.drop(nv.gen)
 }

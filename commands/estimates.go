@@ -93,6 +93,9 @@ func (st staleness) take() bool {
 // computations, so that a stream of changes costs one computation per
 // period, not one after the other (0: no wait).
 func (s *Service) RunEstimates(ctx context.Context, clk clock.Clock, every time.Duration, deliver func(context.Context, []Output)) {
+	bg := &refresher{ctx: ctx, clk: clk, deliver: deliver}
+	s.bg.Store(bg)
+	defer s.bg.CompareAndSwap(bg, nil)
 	s.background.Add(1)
 	defer s.background.Add(-1)
 	for {

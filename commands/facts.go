@@ -2,6 +2,7 @@ package commands
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/gpubot/gpubot/allocator"
 	"github.com/gpubot/gpubot/records"
@@ -16,6 +17,8 @@ import (
 // in the snapshot they run on, so reads never call them on the view's
 // own). A new view (publish, setEstimates) starts with no facts.
 type viewFacts struct {
+	// computed counts the facts computed, for all views (for tests).
+	computed *atomic.Uint64
 	mu       sync.Mutex
 	snap     *allocator.Snapshot // the copy the facts are computed on; nil until needed
 	capacity *[]allocator.FlavorCapacity
@@ -42,6 +45,7 @@ func once[T any](f *viewFacts, slot **[]T, snap *allocator.Snapshot, fn func(*al
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if *slot == nil {
+		f.computed.Add(1)
 		v := fn(f.copyOf(snap))
 		*slot = &v
 	}
@@ -53,17 +57,21 @@ func onceOf[T any](f *viewFacts, slot **[]T, fn func() []T) []T {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if *slot == nil {
+		f.computed.Add(1)
 		v := fn()
 		*slot = &v
 	}
 	return **slot
 }
 
+// newFacts are a new view's facts, none computed yet.
+func (s *Service) newFacts() *viewFacts { return &viewFacts{computed: &s.factsComputed} }
+
 // facts returns v's facts (made if v has none: a view built by hand in
 // a test).
 func (v *view) facts() *viewFacts {
 	if v.memo == nil {
-		return &viewFacts{}
+		return &viewFacts{computed: &atomic.Uint64{}}
 	}
 	return v.memo
 }

@@ -72,12 +72,14 @@ func (s *Service) ownEstimateWithin(c *call, snap *allocator.Snapshot, r records
 	bg := s.bg.Load()
 	if bg == nil || s.ownWait < 0 {
 		defer release()
-		e := allocator.EstimateFor(snap, r.ID, opts)
+		e := s.estimateOne(snap, r.ID, opts)
 		if s.offerDue(c, snap, r, toRecord(c.now, e)) {
 			s.prepareOffer(c, snap, r)
 		}
 		return e, true
 	}
+	timeout := bg.clk.NewTimer(s.ownWait)
+	defer timeout.Stop()
 	// Its own call: after the wait it is no longer c's.
 	own := &call{ctx: bg.ctx, now: c.now, who: &Person{Name: "gpubot"}}
 	done := make(chan ownResult, 1)
@@ -88,14 +90,12 @@ func (s *Service) ownEstimateWithin(c *call, snap *allocator.Snapshot, r records
 	go func() {
 		defer release()
 		defer s.recovered(own, "working out a request's own estimate", func(string) {})
-		e := allocator.EstimateFor(snap, r.ID, opts)
+		e := s.estimateOne(snap, r.ID, opts)
 		if s.offerDue(own, snap, r, toRecord(own.now, e)) {
 			s.prepareOffer(own, snap, r)
 		}
 		done <- ownResult{e: e, spot: own.spot}
 	}()
-	timeout := bg.clk.NewTimer(s.ownWait)
-	defer timeout.Stop()
 	select {
 	case res := <-done:
 		for k, o := range res.spot {
@@ -117,6 +117,7 @@ func (s *Service) ownEstimateWithin(c *call, snap *allocator.Snapshot, r records
 			select {
 			case <-carded:
 				s.lateEstimate(bg, r.ID, snap, res)
+				s.lateDone.Add(1)
 			case <-bg.ctx.Done():
 			}
 		}()
