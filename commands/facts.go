@@ -24,11 +24,6 @@ type viewFacts struct {
 	capacity *[]allocator.FlavorCapacity
 	bare     *[]allocator.FlavorCapacity
 	standing *[]allocator.QueueStanding
-	// From the requests (usage's): the running ones and those whose start
-	// can score their first estimate (calibration), in ID order. A request
-	// starts, ends or is preempted only with a change of the cluster, which
-	// publishes a new view.
-	running, started *[]records.Request
 }
 
 // copyOf is the facts' copy of snap, made at the first need (held).
@@ -47,18 +42,6 @@ func once[T any](f *viewFacts, slot **[]T, snap *allocator.Snapshot, fn func(*al
 	if *slot == nil {
 		f.computed.Add(1)
 		v := fn(f.copyOf(snap))
-		*slot = &v
-	}
-	return **slot
-}
-
-// onceOf returns *slot, computing it with fn the first time.
-func onceOf[T any](f *viewFacts, slot **[]T, fn func() []T) []T {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if *slot == nil {
-		f.computed.Add(1)
-		v := fn()
 		*slot = &v
 	}
 	return **slot
@@ -120,13 +103,13 @@ func scorable(r records.Request) bool {
 	return !r.AdmittedAt.IsZero() && r.Preemptions == 0 && r.FirstEstimate != nil && r.FirstEstimate.Known && !r.FirstEstimate.At.After(r.AdmittedAt)
 }
 
-// requestFacts are the requests keep accepts, in ID order, shallow (read
-// only): in a read with nothing written, the view's slot, computed once
-// per view; otherwise read now.
-func (s *Service) requestFacts(c *call, slot func(*viewFacts) **[]records.Request, keep func(records.Request) bool) []records.Request {
-	if c.writing || len(c.w.order) > 0 {
+// requestsIn are the requests in one of the cache's sets (running,
+// scorable: kept with every change, so that usage does not look through
+// every request), in ID order, shallow (read only); with writes pending
+// in c, the requests keep accepts, read through them.
+func (s *Service) requestsIn(c *call, set func(*requestCache) map[string]bool, keep func(records.Request) bool) []records.Request {
+	if len(c.w.order) > 0 {
 		return s.readRequests(c, keep, true)
 	}
-	f := s.view().facts()
-	return onceOf(f, slot(f), func() []records.Request { return s.readRequests(c, keep, true) })
+	return s.cache.listIn(set)
 }

@@ -11,8 +11,10 @@ import (
 // what they show from the published view once (a second read of the same
 // view computes nothing), answer exactly what a service that never
 // computed them answers (a new one over the same store and cluster), and
-// a change of the cluster (a new view) makes them work it out again: the
-// answers after a release show it.
+// a change of the cluster or new estimates (a new view) make them work it
+// out again: the answers after a release show it. Usage's lists of
+// running and started requests, kept with every change, agree with those
+// a new service reads from the store.
 func TestReadsShareTheirViewsFacts(t *testing.T) {
 	e := newEnv(t, parse(t, small))
 	e.do("alice", "request 8xh100 for 4h")
@@ -78,4 +80,9 @@ func TestReadsShareTheirViewsFacts(t *testing.T) {
 	if capacity2 := same("capacity"); capacity2 == capacity {
 		t.Errorf("capacity unchanged after r4's release:\n%s", capacity2)
 	}
+	// New estimates (with the request mix capacity weighs by) are a new
+	// view too.
+	e.svc.MarkEstimatesStale()
+	e.svc.Settle(e.ctx)
+	same("capacity")
 }

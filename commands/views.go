@@ -424,7 +424,7 @@ func (s *Service) usage(c *call, team string, days int) {
 		s.failed(c, "reading usage", err)
 		return
 	}
-	running := s.requestFacts(c, func(f *viewFacts) **[]records.Request { return &f.running }, isRunning)
+	running := s.requestsIn(c, func(rc *requestCache) map[string]bool { return rc.running }, isRunning)
 	for _, r := range running {
 		recs = append(recs, records.UsageRecord{Request: r.ID, Team: r.Team, Requester: r.Requester, Flavor: r.AdmittedFlavor, GPUs: r.GPUs, Start: r.AdmittedAt, End: c.now})
 	}
@@ -510,7 +510,7 @@ func (s *Service) usage(c *call, team string, days int) {
 // calibration scores first estimates against actual starts since from.
 func (s *Service) calibration(c *call, from time.Time, team string) string {
 	var started []records.Request
-	for _, r := range s.requestFacts(c, func(f *viewFacts) **[]records.Request { return &f.started }, scorable) {
+	for _, r := range s.requestsIn(c, func(rc *requestCache) map[string]bool { return rc.scorable }, scorable) {
 		if r.AdmittedAt.After(from) && (team == "" || r.Team == team) {
 			started = append(started, r)
 		}
