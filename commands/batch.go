@@ -243,18 +243,21 @@ func (s *Service) commit(c *call, durable bool) error {
 		}
 	}
 	first := c.committed
+	var boxed []int // the indexes in c.outs of w.Outbox's messages
 	if durable && s.deps.Commit != nil {
-		for i := range c.outs[first:] {
+		for i := first; i < len(c.outs); i++ {
 			// A private reply is addressed now: after a restart it is
 			// sent from the outbox, without the input.
-			c.address(&c.outs[first+i].To)
-		}
-		for _, o := range c.outs[first:] {
-			data, err := EncodeOutput(o)
+			c.address(&c.outs[i].To)
+			if o := c.outs[i]; o.To.Kind == ToSender && o.To.User == "" {
+				continue // no one to answer (a sweep's): never sent, so not kept
+			}
+			data, err := EncodeOutput(c.outs[i])
 			if err != nil {
 				return fmt.Errorf("encoding a reply: %w", err)
 			}
 			w.Outbox = append(w.Outbox, data)
+			boxed = append(boxed, i)
 		}
 	}
 	c.w = pending{}
@@ -288,7 +291,7 @@ func (s *Service) commit(c *call, durable bool) error {
 		keeper.Saved()
 	}
 	for i, seq := range seqs {
-		c.outs[first+i].Seq = seq
+		c.outs[boxed[i]].Seq = seq
 	}
 	return nil
 }

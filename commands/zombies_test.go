@@ -33,6 +33,21 @@ func (e *env) sweepAt(d time.Duration) []commands.Output {
 			e.t.Errorf("the sweep made an output to %q: %+v", o.To.Kind, o)
 		}
 	}
+	// Nor does it keep one in the outbox, where it would wait for ever
+	// (and be replayed after a restart to no one).
+	kept, err := e.db.Outbox(e.ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, m := range kept {
+		o, err := commands.DecodeOutput(m.Message)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if o.To.Kind == commands.ToSender && o.To.User == "" {
+			e.t.Errorf("the outbox keeps a private reply to no one: %q", o.Reply.Text)
+		}
+	}
 	return append(outs, swept...)
 }
 
