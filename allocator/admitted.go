@@ -52,13 +52,13 @@ func createdKeyCmp(a, b admKey) int {
 
 // searchAdm is where slot x, of key k, goes in (or is in) slots, ordered
 // by kc on keys and then by ID.
-func (s *Snapshot) searchAdm(slots []int32, keys []admKey, k admKey, x *wl, kc func(a, b admKey) int) (int, bool) {
+func (s *Snapshot) searchAdm(slots []int32, keys []admKey, k admKey, x int32, kc func(a, b admKey) int) (int, bool) {
 	lo, hi := 0, len(keys)
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
 		c := kc(keys[m], k)
 		if c == 0 {
-			c = strings.Compare(s.ws[slots[m]].w.ID, x.w.ID)
+			c = s.idCmp(slots[m], x)
 		}
 		if c < 0 {
 			lo = m + 1
@@ -66,7 +66,26 @@ func (s *Snapshot) searchAdm(slots []int32, keys []admKey, k admKey, x *wl, kc f
 			hi = m
 		}
 	}
-	return lo, lo < len(keys) && kc(keys[lo], k) == 0 && s.ws[slots[lo]].w.ID == x.w.ID
+	return lo, lo < len(keys) && kc(keys[lo], k) == 0 && slots[lo] == x
+}
+
+// idCmp compares the IDs of live slots a and b (the sign of the result):
+// by slot while the slots are in ID order (Snapshot.idOrder).
+func (s *Snapshot) idCmp(a, b int32) int {
+	if s.idOrder {
+		return int(a) - int(b)
+	}
+	return s.idCmpRead(a, b)
+}
+
+func (s *Snapshot) idCmpRead(a, b int32) int { return strings.Compare(s.ws[a].w.ID, s.ws[b].w.ID) }
+
+// idLess is idCmp(a, b) < 0.
+func (s *Snapshot) idLess(a, b int32) bool {
+	if s.idOrder {
+		return a < b
+	}
+	return s.idCmpRead(a, b) < 0
 }
 
 // staticCmp orders pending workloads of one queue: priority descending
@@ -136,11 +155,11 @@ func (s *Snapshot) insertAdmitted(slot int32) {
 	x := &s.ws[slot]
 	l := &s.adm[x.q][x.fl]
 	vk := admKey{prio: x.w.Priority, ns: x.atNs, sec: x.atSec}
-	i, _ := s.searchAdm(l.slots, l.vkeys, vk, x, victimKeyCmp)
+	i, _ := s.searchAdm(l.slots, l.vkeys, vk, slot, victimKeyCmp)
 	l.slots = slices.Insert(l.slots, i, slot)
 	l.vkeys = slices.Insert(l.vkeys, i, vk)
 	ck := admKey{prio: x.w.Priority, ns: x.crNs, sec: x.crSec}
-	i, _ = s.searchAdm(l.byCreated, l.ckeys, ck, x, createdKeyCmp)
+	i, _ = s.searchAdm(l.byCreated, l.ckeys, ck, slot, createdKeyCmp)
 	l.byCreated = slices.Insert(l.byCreated, i, slot)
 	l.ckeys = slices.Insert(l.ckeys, i, ck)
 	j, ok := slices.BinarySearchFunc(l.prio, x.w.Priority, func(p prioSum, t int32) int { return cmp.Compare(p.prio, t) })
@@ -155,13 +174,13 @@ func (s *Snapshot) removeAdmitted(slot int32) {
 	x := &s.ws[slot]
 	l := &s.adm[x.q][x.fl]
 	vk := admKey{prio: x.w.Priority, ns: x.atNs, sec: x.atSec}
-	i, ok := s.searchAdm(l.slots, l.vkeys, vk, x, victimKeyCmp)
+	i, ok := s.searchAdm(l.slots, l.vkeys, vk, slot, victimKeyCmp)
 	if ok {
 		l.slots = slices.Delete(l.slots, i, i+1)
 		l.vkeys = slices.Delete(l.vkeys, i, i+1)
 	}
 	ck := admKey{prio: x.w.Priority, ns: x.crNs, sec: x.crSec}
-	i, ok = s.searchAdm(l.byCreated, l.ckeys, ck, x, createdKeyCmp)
+	i, ok = s.searchAdm(l.byCreated, l.ckeys, ck, slot, createdKeyCmp)
 	if ok {
 		l.byCreated = slices.Delete(l.byCreated, i, i+1)
 		l.ckeys = slices.Delete(l.ckeys, i, i+1)

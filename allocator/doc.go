@@ -367,7 +367,14 @@
 // definition (reference_test.go). An estimate simulation costs its
 // Schedule calls (a few hundred on the grid; under Admission Fair
 // Sharing about 100 000 one-head cycles in all) plus its admissions and
-// preemption searches, which dominate. The Estimator's fingerprint costs a pass
+// preemption searches, which dominate. The two simulations run one a
+// goroutine; the low one's, once it is over, prepares what the estimates
+// take from the snapshot itself (the pending order, the counts ahead,
+// the reasons, the map), while the high one, the longer, still runs.
+// The simulations' lean clones share their parent's ID map and take
+// their admissions from blocks, and while a snapshot's slots are in ID
+// order (as NewSnapshot makes them) ties on IDs are broken by slot. The
+// Estimator's fingerprint costs a pass
 // over the workloads; a change of any kind, the time included, means a
 // full recomputation (there is no partial one). See BENCHMARKS.md for
 // figures.

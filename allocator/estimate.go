@@ -137,32 +137,77 @@ type Estimate struct {
 // factor·Duration in turn. A workload's start is its first admission in a
 // run; Earliest and Latest are the earlier and later of the two.
 func Estimates(s *Snapshot, opts EstimateOptions) map[string]Estimate {
-	order := s.pendingInOrder()
-	if len(order) == 0 {
+	if s.pendingCount() == 0 {
 		return map[string]Estimate{}
 	}
-	low, high := s.simulateBoth(opts, order, nil)
-	return s.estimatesFrom(opts, order, low, high)
+	var p estimatePrep
+	low, high := s.simulateBoth(opts, nil, nil, &p)
+	return s.estimatesFrom(opts, &p, low, high)
+}
+
+// estimatePrep is what the estimates take from s besides the two
+// simulations' starts: the pending order, the counts ahead and each
+// workload's reason. simulateBoth fills it while the high simulation,
+// the longer one, still runs.
+type estimatePrep struct {
+	order         []int32
+	ahead, higher []int
+	reasons       []Reason            // per workload of order
+	out           map[string]Estimate // empty, sized for order (or nil)
+	// With wantIDs, prepare also fills ids: the slot of each workload
+	// of order by ID (for the Estimator).
+	wantIDs bool
+	ids     map[string]int32
+}
+
+// prepare fills p for s's pending workloads.
+func (s *Snapshot) prepare(p *estimatePrep) {
+	p.order = s.pendingInOrder()
+	s.prepareCounts(p)
+	p.out = make(map[string]Estimate, len(p.order))
+	if p.wantIDs {
+		p.ids = make(map[string]int32, len(p.order))
+		for _, slot := range p.order {
+			p.ids[s.ws[slot].w.ID] = slot
+		}
+	}
+}
+
+// prepareCounts fills p's counts and reasons for p.order.
+func (s *Snapshot) prepareCounts(p *estimatePrep) {
+	p.ahead, p.higher = s.aheadCounts(p.order)
+	p.reasons = make([]Reason, len(p.order))
+	byClass := map[int32]Reason{}
+	for i, slot := range p.order {
+		cls := s.ws[slot].cls
+		r, ok := byClass[cls]
+		if !ok {
+			r = s.diagnoseSlot(slot)
+			byClass[cls] = r
+		}
+		p.reasons[i] = r
+	}
+}
+
+// pendingCount is the number of pending workloads.
+func (s *Snapshot) pendingCount() int {
+	n := 0
+	for _, k := range s.nPending {
+		n += k
+	}
+	return n
 }
 
 // estimatesFrom turns the two simulations' starts of the pending
-// workloads in order into their estimates.
-func (s *Snapshot) estimatesFrom(opts EstimateOptions, order []int32, low, high []simStart) map[string]Estimate {
-	out := make(map[string]Estimate, len(order))
-	if len(order) == 0 {
-		return out
+// workloads of p's order, by slot, into their estimates.
+func (s *Snapshot) estimatesFrom(opts EstimateOptions, p *estimatePrep, low, high []simStart) map[string]Estimate {
+	out := p.out
+	if out == nil {
+		out = make(map[string]Estimate, len(p.order))
 	}
-	ahead, higher := s.aheadCounts(order)
 	end := s.now.Add(horizon(opts))
-	reasons := map[int32]Reason{}
-	for i, slot := range order {
-		cls := s.ws[slot].cls
-		r, ok := reasons[cls]
-		if !ok {
-			r = s.diagnoseSlot(slot)
-			reasons[cls] = r
-		}
-		e := s.estimate(slot, low[i], high[i], end, ahead[i], higher[i], r, opts.Arrivals)
+	for i, slot := range p.order {
+		e := s.estimate(slot, low[slot], high[slot], end, p.ahead[i], p.higher[i], p.reasons[i], opts.Arrivals)
 		out[e.ID] = e
 	}
 	return out
@@ -176,7 +221,7 @@ func EstimateFor(s *Snapshot, id string, opts EstimateOptions) Estimate {
 	if !ok || s.ws[slot].fl >= 0 {
 		return Estimate{ID: id}
 	}
-	low, high := s.simulateBoth(opts, []int32{slot}, nil)
+	low, high := s.simulateBoth(opts, []int32{slot}, nil, nil)
 	order := s.pendingInOrder()
 	x := &s.ws[slot]
 	mine := s.classes[x.cls].cands
@@ -349,18 +394,26 @@ func (r Range) clean() Range {
 // simulateBoth runs the low and the high simulation, concurrently: each
 // works on its own clone and s is only read. With rec set, each
 // simulation also records what the Estimator needs to reuse its
-// trajectory (rec[0] the low one's, rec[1] the high one's).
-func (s *Snapshot) simulateBoth(opts EstimateOptions, targets []int32, rec *[2]simRecord) (low, high []simStart) {
+// trajectory (rec[0] the low one's, rec[1] the high one's). Targets nil
+// means every pending workload, and the starts are then by slot. With
+// prep set, the low simulation's goroutine fills it once its simulation
+// is over and the high one has cloned s (prepare writes s's caches),
+// while the high one, the longer, runs.
+func (s *Snapshot) simulateBoth(opts EstimateOptions, targets []int32, rec *[2]simRecord, prep *estimatePrep) (low, high []simStart) {
 	var rl, rh *simRecord
 	if rec != nil {
 		rl, rh = &rec[0], &rec[1]
 	}
-	done := make(chan struct{})
+	done, cloned := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
-		high = s.simulate(opts, true, targets, rh)
+		high = s.simulate(opts, true, targets, rh, cloned)
 	}()
-	low = s.simulate(opts, false, targets, rl)
+	low = s.simulate(opts, false, targets, rl, nil)
+	<-cloned
+	if prep != nil {
+		s.prepare(prep)
+	}
 	<-done
 	return low, high
 }
@@ -381,10 +434,13 @@ type simRecord struct {
 }
 
 // simulate runs one estimate simulation on a clone of s and returns each
-// target's first admission time.
-func (s *Snapshot) simulate(opts EstimateOptions, high bool, targets []int32, rec *simRecord) []simStart {
-	c := s.Clone()
-	c.lean = true
+// target's first admission time (targets nil: every pending workload's,
+// by slot). It closes cloned, if set, once it no longer reads s's state.
+func (s *Snapshot) simulate(opts EstimateOptions, high bool, targets []int32, rec *simRecord, cloned chan<- struct{}) []simStart {
+	c := s.cloneLean()
+	if cloned != nil {
+		close(cloned)
+	}
 	factor := make([]float64, len(s.ix.queues))
 	for q, qi := range s.ix.queues {
 		r, ok := opts.Factors[qi.name]
@@ -428,8 +484,19 @@ func (s *Snapshot) simulate(opts EstimateOptions, high bool, targets []int32, re
 	for i, t := range targets {
 		idx[t] = int32(i)
 	}
-	starts := make([]simStart, len(targets))
 	remaining := len(targets)
+	if targets == nil { // every pending workload: the classes' members (as pendingInOrder)
+		for _, cl := range c.classes {
+			for _, slot := range cl.members {
+				idx[slot] = slot
+			}
+			remaining += len(cl.members)
+		}
+	}
+	starts := make([]simStart, len(targets))
+	if targets == nil {
+		starts = make([]simStart, len(c.ws))
+	}
 	firstStep := true
 	emit := func(k EventKind, slot, _ int32) {
 		if k == EventPreempted && firstStep && rec != nil {

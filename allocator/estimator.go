@@ -34,10 +34,12 @@ type Estimator struct {
 	est  map[string]Estimate
 	// next is the state after the first step of both simulations, valid
 	// if nextOK (the two reached the same state without preempting);
-	// starts holds the simulations' starts (low, high) by workload ID.
-	next   uint64
-	nextOK bool
-	starts map[string][2]simStart
+	// starts holds the slot of each workload ID in low and high, the
+	// simulations' starts by slot.
+	next      uint64
+	nextOK    bool
+	starts    map[string]int32
+	low, high []simStart
 	// Recomputed counts the full computations so far, Reused the
 	// estimates rebuilt from the last simulations' trajectories (for
 	// tests and metrics).
@@ -66,17 +68,14 @@ func (e *Estimator) estimates(s *Snapshot, opts EstimateOptions, k uint64) map[s
 			return e.est
 		}
 	}
-	order := s.pendingInOrder()
 	fp := func(c *Snapshot) uint64 { return e.fingerprint(c, opts) }
 	rec := [2]simRecord{{fp: fp}, {fp: fp}}
-	low, high := s.simulateBoth(opts, order, &rec)
-	e.est, e.key, e.ok = s.estimatesFrom(opts, order, low, high), k, true
+	p := estimatePrep{wantIDs: true}
+	low, high := s.simulateBoth(opts, nil, &rec, &p)
+	e.est, e.key, e.ok = s.estimatesFrom(opts, &p, low, high), k, true
 	e.next = rec[0].after
-	e.nextOK = len(order) > 0 && rec[0].after == rec[1].after && !rec[0].preempted && !rec[1].preempted
-	e.starts = make(map[string][2]simStart, len(order))
-	for i, slot := range order {
-		e.starts[s.ws[slot].w.ID] = [2]simStart{low[i], high[i]}
-	}
+	e.nextOK = len(p.order) > 0 && rec[0].after == rec[1].after && !rec[0].preempted && !rec[1].preempted
+	e.starts, e.low, e.high = p.ids, low, high
 	e.Recomputed++
 	return e.est
 }
@@ -87,16 +86,18 @@ func (e *Estimator) estimates(s *Snapshot, opts EstimateOptions, k uint64) map[s
 // target without a start was not admitted before the horizon: the
 // simulation stops early only once every target has started.)
 func (e *Estimator) rebuild(s *Snapshot, opts EstimateOptions) (map[string]Estimate, bool) {
-	order := s.pendingInOrder()
-	low, high := make([]simStart, len(order)), make([]simStart, len(order))
-	for i, slot := range order {
-		st, ok := e.starts[s.ws[slot].w.ID]
+	var p estimatePrep
+	p.order = s.pendingInOrder()
+	low, high := make([]simStart, len(s.ws)), make([]simStart, len(s.ws))
+	for _, slot := range p.order {
+		at, ok := e.starts[s.ws[slot].w.ID]
 		if !ok {
 			return nil, false
 		}
-		low[i], high[i] = st[0], st[1]
+		low[slot], high[slot] = e.low[at], e.high[at]
 	}
-	return s.estimatesFrom(opts, order, low, high), true
+	s.prepareCounts(&p)
+	return s.estimatesFrom(opts, &p, low, high), true
 }
 
 // For is EstimateFor(s, id, opts): from the last result when s and opts
@@ -115,7 +116,7 @@ func (e *Estimator) For(s *Snapshot, id string, opts EstimateOptions) Estimate {
 
 // Forget drops the last result.
 func (e *Estimator) Forget() {
-	e.ok, e.nextOK, e.est, e.starts = false, false, nil, nil
+	e.ok, e.nextOK, e.est, e.starts, e.low, e.high = false, false, nil, nil, nil, nil
 }
 
 // fingerprint hashes everything estimates depend on. Workloads are

@@ -176,7 +176,7 @@ func (s *Snapshot) admittedGeneral(st *gstate, q, f int) {
 // scheduleGeneral runs the general engine's cycles (see above).
 func (s *Snapshot) scheduleGeneral(emit sink) {
 	st := s.newGState()
-	limit := 4*len(s.byID) + 64
+	limit := 4*s.workloadCount() + 64
 	one := s.ix.fair || s.ix.fcfs
 	st.one = one
 	for range limit {

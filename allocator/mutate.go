@@ -72,6 +72,10 @@ func (s *Snapshot) add(w Workload) (int32, error) {
 	}
 	w.Admission = nil
 	cls := s.classFor(q, reqOf(&w), w.Topology, pin, cands)
+	if len(s.freeSlots) > 0 || (len(s.ws) > 0 && w.ID <= s.maxID) {
+		s.idOrder = false
+	}
+	s.maxID = max(s.maxID, w.ID)
 	slot := s.newSlot()
 	s.ws[slot] = wl{w: w, live: true, q: int32(q), cls: cls, fl: -1, crSec: w.Created.Unix(), crNs: int32(w.Created.Nanosecond())}
 	s.byID[w.ID] = slot
@@ -102,7 +106,11 @@ func (s *Snapshot) remove(slot int32) {
 	}
 	s.mixPending(slot, -1)
 	s.nPending[x.q]--
-	delete(s.byID, x.w.ID)
+	if s.lean {
+		s.nLive-- // byID is shared (Snapshot.lean)
+	} else {
+		delete(s.byID, x.w.ID)
+	}
 	s.ws[slot] = wl{}
 	s.freeSlots = append(s.freeSlots, slot)
 }

@@ -248,7 +248,9 @@ type scratch struct {
 	u          []int // greedyFits: usage per queue
 	pos        []int // greedyFits: merge positions
 	visited    []int32
-	own        []int32 // getTargets: the queue's own candidates
+	own        []int32   // getTargets: the queue's own candidates
+	lists      [][]int32 // getTargets: other queues' candidate lists
+	removed    []int32   // shrink: the candidates removed so far
 	domHave    []int
 	domSeen    []bool
 	domTouched []int

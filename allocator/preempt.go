@@ -129,7 +129,8 @@ func (s *Snapshot) getTargets(slot int32, i int, place, reclaimOnly bool) []int3
 	}
 	// Other queues' candidates, merged in victim order from their
 	// already ordered lists, before the queue's own.
-	var lists [][]int32
+	lists := sc.lists[:0]
+	defer func() { clear(lists); sc.lists = lists[:0] }()
 	for _, r := range s.ix.cohorts[qi.cohort].queues {
 		if r == q || !s.borrowing(r, f) {
 			continue
@@ -402,7 +403,9 @@ func (s *Snapshot) minimal(q, gpus int, topo Level, c cand, cands []int32, allow
 // but one back; it returns those that stay vacated (nil if fit never
 // held). s is unchanged.
 func (s *Snapshot) shrink(cands []int32, skip func(int32) bool, fit func() bool) []int32 {
-	var removed []int32
+	sc := s.scratchBuf()
+	removed := sc.removed[:0]
+	defer func() { sc.removed = removed[:0] }()
 	fits := false
 	for _, v := range cands {
 		if skip != nil && skip(v) {
@@ -431,7 +434,7 @@ func (s *Snapshot) shrink(cands []int32, skip func(int32) bool, fit func() bool)
 	if !fits {
 		return nil
 	}
-	return removed
+	return slices.Clone(removed)
 }
 
 // ProposeVictims returns a minimal set of admitted workloads, all of

@@ -2,7 +2,6 @@ package allocator
 
 import (
 	"cmp"
-	"strings"
 )
 
 // The GPU-only engine's class heaps (schedule.go): per queue, its live
@@ -33,7 +32,7 @@ func (s *Snapshot) headKeyCmp(a *headKey, sa float64, b *headKey, sb float64) in
 	if a.crNs != b.crNs {
 		return cmp.Compare(a.crNs, b.crNs)
 	}
-	return strings.Compare(s.ws[a.slot].w.ID, s.ws[b.slot].w.ID)
+	return s.idCmp(a.slot, b.slot)
 }
 
 // headLess is staticCmp(head of a, head of b) < 0 on the recorded keys.
@@ -47,6 +46,9 @@ func (s *Snapshot) headLess(cy *cycleState, a, b int32) bool {
 	}
 	if ka.crNs != kb.crNs {
 		return ka.crNs < kb.crNs
+	}
+	if s.idOrder {
+		return ka.slot < kb.slot
 	}
 	return s.ws[ka.slot].w.ID < s.ws[kb.slot].w.ID
 }

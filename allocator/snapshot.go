@@ -57,9 +57,24 @@ type Snapshot struct {
 	cycleNo    uint64
 
 	scratch *scratch // reusable buffers; not state, not cloned
-	// lean is set on the private clones estimates simulate on: nobody
-	// reads their admissions' node names, so they are not made.
-	lean bool
+	// lean is set on the private clones estimates simulate on
+	// (cloneLean): nobody reads their admissions' node names, so they are
+	// not made, and their admissions are cut from admSlab, a block
+	// allocated at a time (not state, not cloned). Nothing is added to
+	// them and nothing asks them for an ID, so they share their parent's
+	// byID read-only, which keeps the IDs of workloads they removed, and
+	// count their workloads in nLive.
+	lean    bool
+	admSlab []Admission
+	nLive   int
+
+	// idOrder is set while the live slots' order is their IDs' order
+	// (NewSnapshot adds the workloads by ID; an Add that recycles a slot
+	// or whose ID is not above every ID added before clears it): ties
+	// on IDs are then broken by slot, without reading the slots
+	// (idCmp). maxID is the greatest ID added so far.
+	idOrder bool
+	maxID   string
 }
 
 // wl is one workload slot.
@@ -175,6 +190,7 @@ func newEmpty(c *Cluster, ix *index, now time.Time) *Snapshot {
 		ix:         ix,
 		now:        now,
 		byID:       map[string]int32{},
+		idOrder:    true,
 		nodeFree:   make([]int32, len(ix.nodes)),
 		fl:         make([]flState, nf),
 		rackCnt:    make([][]int32, len(ix.racks)),
@@ -255,13 +271,35 @@ func (s *Snapshot) Cluster() *Cluster { return s.c }
 // Clone returns a deep copy of s; the Cluster is shared read-only. Undo
 // functions obtained from s do not apply to the clone.
 func (s *Snapshot) Clone() *Snapshot {
+	out := s.clone(maps.Clone(s.byID))
+	out.lean, out.nLive = s.lean, s.nLive
+	return out
+}
+
+// cloneLean returns a lean deep copy of s (see Snapshot.lean), which
+// shares s's byID: s must not change while the copy is in use.
+func (s *Snapshot) cloneLean() *Snapshot {
+	out := s.clone(s.byID)
+	out.lean, out.nLive = true, s.workloadCount()
+	return out
+}
+
+// workloadCount is the number of workloads in s.
+func (s *Snapshot) workloadCount() int {
+	if s.lean {
+		return s.nLive
+	}
+	return len(s.byID)
+}
+
+func (s *Snapshot) clone(byID map[string]int32) *Snapshot {
 	out := &Snapshot{
 		c:          s.c,
 		ix:         s.ix,
 		now:        s.now,
 		ver:        s.ver,
 		ws:         slices.Clone(s.ws),
-		byID:       maps.Clone(s.byID),
+		byID:       byID,
 		freeSlots:  slices.Clone(s.freeSlots),
 		nodeFree:   slices.Clone(s.nodeFree),
 		fl:         make([]flState, len(s.fl)),
@@ -284,6 +322,8 @@ func (s *Snapshot) Clone() *Snapshot {
 		flipGen:    slices.Clone(s.flipGen),
 		reclaimGen: slices.Clone(s.reclaimGen),
 		cycleNo:    s.cycleNo,
+		idOrder:    s.idOrder,
+		maxID:      s.maxID,
 	}
 	for f, st := range s.fl {
 		out.fl[f] = flState{

@@ -196,11 +196,11 @@ func (s *Snapshot) run(until time.Time, strict bool, endOf func(slot int32) (tim
 
 // endings returns the heap of the admitted workloads' ends.
 func (s *Snapshot) endings(endOf func(slot int32) (time.Time, bool)) endHeap {
-	admitted := len(s.byID)
+	admitted := s.workloadCount()
 	for _, n := range s.nPending {
 		admitted -= n
 	}
-	h := make(endHeap, 0, max(0, admitted))
+	h := make(endHeap, 0, max(0, admitted)+len(s.ws)/4)
 	for slot := range s.ws {
 		x := &s.ws[slot]
 		if !x.live || x.fl < 0 {

@@ -139,8 +139,9 @@ type Outbox interface {
 type Inbox interface {
 	// ReceiveAll stores each delivery's Data under its Key, in one write,
 	// unless the key was seen within ttl (then fresh[i] is false: a
-	// redelivery). On error none is stored.
-	ReceiveAll(ctx context.Context, ds []records.Inbound, now time.Time, ttl time.Duration) (fresh []bool, err error)
+	// redelivery), and removes the handled deliveries in the same write.
+	// On error none is stored or removed.
+	ReceiveAll(ctx context.Context, ds []records.Inbound, now time.Time, ttl time.Duration, handled ...string) (fresh []bool, err error)
 	Inbox(ctx context.Context) ([]records.Inbound, error)
 	// Handled removes deliveries, in one write.
 	Handled(ctx context.Context, keys ...string) error
@@ -185,12 +186,14 @@ type Runtime struct {
 	wg   sync.WaitGroup
 	once sync.Once
 
-	hmu  sync.Mutex
-	done []string // handled deliveries not yet removed from the inbox
-
-	rmu   sync.Mutex
-	rq    []receiving // on their way into the inbox, in order
-	rbusy bool        // a goroutine is writing rq's events to the inbox
+	// The inbox has one writer at a time, drainInbox: deliveries on their
+	// way in and the removal of handled ones share its writes.
+	rmu    sync.Mutex
+	rq     []receiving // on their way into the inbox, in order
+	rdone  []string    // handled deliveries not yet removed from the inbox
+	rflush bool        // rdone is to be written even with nothing to receive
+	rbusy  bool        // a goroutine (drainInbox) is writing to the inbox
+	ridle  *sync.Cond  // on rmu: signalled when rbusy becomes false
 
 	mu sync.Mutex
 	// ordered holds, per Order key with an event at a worker, the events
@@ -260,6 +263,7 @@ func New(h Handler, s Sender, opts ...Option) *Runtime {
 	for _, o := range opts {
 		o(r)
 	}
+	r.ridle = sync.NewCond(&r.rmu)
 	r.h = Chain(h, Recover(r.log))
 	return r
 }
@@ -305,10 +309,22 @@ func (r *Runtime) Start(ctx context.Context) {
 // having removed from the inbox what they handled.
 func (r *Runtime) Wait() {
 	r.wg.Wait()
-	r.hmu.Lock()
-	keys := r.done
-	r.done = nil
-	r.hmu.Unlock()
+	r.settleInbox()
+}
+
+// settleInbox waits for the inbox's writer to finish and removes the
+// handled deliveries still waiting to be.
+func (r *Runtime) settleInbox() {
+	if r.inbox == nil {
+		return
+	}
+	r.rmu.Lock()
+	for r.rbusy {
+		r.ridle.Wait()
+	}
+	keys := r.rdone
+	r.rdone, r.rflush = nil, false
+	r.rmu.Unlock()
 	if len(keys) > 0 {
 		if err := r.inbox.Handled(context.Background(), keys...); err != nil {
 			r.log.Error("removing handled deliveries from the inbox", "deliveries", len(keys), "err", err)
@@ -362,6 +378,7 @@ func (r *Runtime) Recover(ctx context.Context) error {
 		}
 		r.Process(ctx, Event{Key: in.Key, Order: ev.Order, Input: ev.Input, received: true})
 	}
+	r.settleInbox()
 	return nil
 }
 
@@ -442,22 +459,25 @@ func (r *Runtime) enqueue(ctx context.Context, o commands.Output) {
 	}
 }
 
-// handledOne removes a handled delivery from the inbox: in one write with
-// others, every 64, or as soon as no more work is waiting. Until then a
-// crash leaves it there, and Recover asks whether it was handled.
-func (r *Runtime) handledOne(ctx context.Context, key string) {
-	r.hmu.Lock()
-	r.done = append(r.done, key)
-	var keys []string
-	if len(r.done) >= 64 || len(r.work) == 0 {
-		keys, r.done = r.done, nil
+// handledOne removes a handled delivery from the inbox: with the next
+// deliveries' write (drainInbox, the inbox's one writer), or on its own
+// once 64 are waiting or no more work is, so that a worker never waits
+// for the inbox and a delivery's write never waits behind a removal's.
+// Until then a crash leaves it there, and Recover asks whether it was
+// handled.
+func (r *Runtime) handledOne(key string) {
+	r.rmu.Lock()
+	r.rdone = append(r.rdone, key)
+	if len(r.rdone) >= 64 || len(r.work) == 0 {
+		r.rflush = true
 	}
-	r.hmu.Unlock()
-	if len(keys) == 0 {
-		return
+	start := r.rflush && !r.rbusy
+	if start {
+		r.rbusy = true
 	}
-	if err := r.inbox.Handled(context.WithoutCancel(ctx), keys...); err != nil {
-		r.log.Error("removing handled deliveries from the inbox", "deliveries", len(keys), "err", err)
+	r.rmu.Unlock()
+	if start {
+		go r.drainInbox()
 	}
 }
 
@@ -465,7 +485,7 @@ func (r *Runtime) handledOne(ctx context.Context, key string) {
 func (r *Runtime) handle(ctx context.Context, ev Event) []commands.Output {
 	if ev.received {
 		ev.Input.Delivery = ev.Key
-		defer r.handledOne(ctx, ev.Key)
+		defer r.handledOne(ev.Key)
 	} else if ev.Key != "" && r.dedupe != nil {
 		seen, err := r.dedupe.Seen(ctx, ev.Key, r.clock.Now(), r.ttl)
 		if err != nil {

@@ -306,9 +306,10 @@ type memInbox struct {
 	seq     uint64
 }
 
-func (m *memInbox) ReceiveAll(_ context.Context, ds []records.Inbound, now time.Time, _ time.Duration) ([]bool, error) {
+func (m *memInbox) ReceiveAll(_ context.Context, ds []records.Inbound, now time.Time, _ time.Duration, handled ...string) ([]bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.pending = slices.DeleteFunc(m.pending, func(in records.Inbound) bool { return slices.Contains(handled, in.Key) })
 	fresh := make([]bool, len(ds))
 	for i, d := range ds {
 		if m.seen[d.Key] {

@@ -39,26 +39,33 @@ func (r *Runtime) SubmitThen(ev Event, done func(error)) {
 	go r.drainInbox()
 }
 
-// drainInbox writes what SubmitThen queued, a batch per write, until
-// nothing is left.
+// drainInbox writes what SubmitThen queued, a batch per write, with the
+// handled deliveries to remove, until nothing is left.
 func (r *Runtime) drainInbox() {
 	for {
 		r.rmu.Lock()
 		batch := r.rq
 		r.rq = nil
-		if len(batch) == 0 {
+		var handled []string
+		if len(batch) > 0 || r.rflush {
+			handled = r.rdone
+			r.rdone, r.rflush = nil, false
+		}
+		if len(batch) == 0 && len(handled) == 0 {
 			r.rbusy = false
+			r.ridle.Broadcast()
 			r.rmu.Unlock()
 			return
 		}
 		r.rmu.Unlock()
-		r.receiveAll(batch)
+		r.receiveAll(batch, handled)
 	}
 }
 
-// receiveAll stores batch's keyed events in the inbox in one write, then
-// queues each for a worker, in order, and tells its sender.
-func (r *Runtime) receiveAll(batch []receiving) {
+// receiveAll stores batch's keyed events in the inbox in one write, with
+// the removal of handled, then queues each for a worker, in order, and
+// tells its sender.
+func (r *Runtime) receiveAll(batch []receiving, handled []string) {
 	var ds []records.Inbound
 	var at []int // batch index of ds[i]
 	for i, b := range batch {
@@ -77,12 +84,20 @@ func (r *Runtime) receiveAll(batch []receiving) {
 		at = append(at, i)
 	}
 	dup := make([]bool, len(batch))
+	if len(ds) == 0 && len(handled) > 0 {
+		if err := r.inbox.Handled(context.Background(), handled...); err != nil {
+			r.log.Error("removing handled deliveries from the inbox", "deliveries", len(handled), "err", err)
+		}
+	}
 	if len(ds) > 0 {
-		fresh, err := r.inbox.ReceiveAll(context.Background(), ds, r.clock.Now(), r.ttl)
+		fresh, err := r.inbox.ReceiveAll(context.Background(), ds, r.clock.Now(), r.ttl, handled...)
 		if err != nil {
 			// Handled without the inbox (and deduplicated at the worker):
 			// better than refusing them.
-			r.log.Error("keeping deliveries in the inbox", "deliveries", len(ds), "err", err)
+			r.log.Error("keeping deliveries in the inbox", "deliveries", len(ds), "handled", len(handled), "err", err)
+			r.rmu.Lock()
+			r.rdone = append(handled, r.rdone...) // removed with a later write
+			r.rmu.Unlock()
 		}
 		for j, i := range at {
 			switch {
@@ -94,6 +109,7 @@ func (r *Runtime) receiveAll(batch []receiving) {
 			}
 		}
 	}
+	var refused []int // batch indexes of the received deliveries refused as busy
 	for i, b := range batch {
 		if dup[i] {
 			r.log.Info("duplicate delivery dropped", "key", b.ev.Key, "user", b.ev.Input.User)
@@ -102,12 +118,25 @@ func (r *Runtime) receiveAll(batch []receiving) {
 		}
 		err := r.submit(b.ev)
 		if err != nil && b.ev.received {
-			// Refused (busy): the sender is told so and tries again; it must
-			// not be handled later from the inbox.
-			if herr := r.inbox.Handled(context.Background(), b.ev.Key); herr != nil {
-				r.log.Error("removing a refused delivery from the inbox", "key", b.ev.Key, "err", herr)
-			}
+			// Refused (busy): the sender is told so once it is out of the
+			// inbox (it must not be handled later from there), all of the
+			// batch's in one write after the others are told.
+			refused = append(refused, i)
+			continue
 		}
 		b.done(err)
+	}
+	if len(refused) == 0 {
+		return
+	}
+	keys := make([]string, len(refused))
+	for j, i := range refused {
+		keys[j] = batch[i].ev.Key
+	}
+	if err := r.inbox.Handled(context.Background(), keys...); err != nil {
+		r.log.Error("removing refused deliveries from the inbox", "deliveries", len(keys), "err", err)
+	}
+	for _, i := range refused {
+		batch[i].done(ErrBusy)
 	}
 }

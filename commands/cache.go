@@ -26,6 +26,41 @@ type requestCache struct {
 	// requester's name in lower case): /gpu status reads one person's
 	// requests among thousands.
 	byRequester map[string]map[string]bool
+	// running and scorable hold the IDs of the requests running now and
+	// of those whose start can score their first estimate (usage's
+	// lists, facts.go), kept with every change.
+	running, scorable map[string]bool
+}
+
+// classify records r in the running and scorable sets (held for writing).
+func (rc *requestCache) classify(r records.Request) {
+	setIf(rc.running, r.ID, isRunning(r))
+	setIf(rc.scorable, r.ID, scorable(r))
+}
+
+func setIf(set map[string]bool, id string, in bool) {
+	if in {
+		set[id] = true
+	} else {
+		delete(set, id)
+	}
+}
+
+// listIn returns the requests whose IDs are in set (running or scorable),
+// shallow (read only), in ID order.
+func (rc *requestCache) listIn(set func(*requestCache) map[string]bool) []records.Request {
+	rc.mu.RLock()
+	defer rc.mu.RUnlock()
+	ids := make([]string, 0, len(set(rc)))
+	for id := range set(rc) {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, compareIDs)
+	out := make([]records.Request, len(ids))
+	for i, id := range ids {
+		out[i] = rc.m[id]
+	}
+	return out
 }
 
 // index records r under its requester, in byRequester (held for writing).
@@ -71,8 +106,10 @@ func (rc *requestCache) load(ctx context.Context, rs RequestStore) error {
 	}
 	rc.mu.Lock()
 	rc.m, rc.ids, rc.byRequester = m, ids, map[string]map[string]bool{}
+	rc.running, rc.scorable = map[string]bool{}, map[string]bool{}
 	for _, r := range all {
 		rc.index(r)
+		rc.classify(r)
 	}
 	rc.mu.Unlock()
 	return nil
@@ -84,6 +121,7 @@ func (rc *requestCache) put(rs []records.Request) {
 	defer rc.mu.Unlock()
 	for _, r := range rs {
 		rc.index(r)
+		rc.classify(r)
 		rc.m[r.ID] = cloneRequest(r)
 		if rc.marked != nil && rc.marked(r) {
 			rc.ids[r.ID] = true

@@ -3,6 +3,8 @@ package commands
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/gpubot/gpubot/allocator"
 )
@@ -13,9 +15,19 @@ import (
 // from the latest view.
 func (s *Service) Capacity(ctx context.Context) ([]allocator.FlavorCapacity, error) {
 	c := &call{ctx: ctx, now: s.deps.Clock.Now()}
-	snap, err := s.snapshot(c)
+	_, withMix, _, err := s.capacityFacts(c)
 	if err != nil {
 		return nil, fmt.Errorf("reading the cluster: %w", err)
 	}
-	return snap.Capacity(s.mix(c)), nil
+	return cloneCapacity(withMix), nil
+}
+
+// cloneCapacity copies shared capacity rows for a caller that may keep
+// or change them.
+func cloneCapacity(in []allocator.FlavorCapacity) []allocator.FlavorCapacity {
+	out := slices.Clone(in)
+	for i := range out {
+		out[i].Largest = maps.Clone(out[i].Largest)
+	}
+	return out
 }

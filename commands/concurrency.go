@@ -144,6 +144,7 @@ func (s *Service) abandon(c *call) {
 	defer func() {
 		c.writing = false
 		s.wmu.Unlock()
+		c.runLeft()
 	}()
 	c.w = pending{}
 	c.committed = len(c.outs)
@@ -160,6 +161,7 @@ func (s *Service) leave(c *call) {
 	defer func() {
 		c.writing = false
 		s.wmu.Unlock()
+		c.runLeft()
 	}()
 	s.commitOrSay(c)
 	s.sendCommitted(c)
@@ -168,6 +170,15 @@ func (s *Service) leave(c *call) {
 	}
 	if c.changed {
 		s.estimates.changed()
+	}
+}
+
+// runLeft runs what waits for c's write section to be over.
+func (c *call) runLeft() {
+	left := c.left
+	c.left = nil
+	for _, fn := range left {
+		fn()
 	}
 }
 
@@ -255,6 +266,9 @@ type view struct {
 	// (0: none yet).
 	estSnap *allocator.Snapshot
 	gen     uint64
+	// memo holds what reads worked out from snap (facts.go); every new
+	// view gets its own.
+	memo *viewFacts
 }
 
 // publish makes a new view from the cluster as it is now (in the write
@@ -270,7 +284,7 @@ func (s *Service) publish(c *call) {
 	s.vmu.Lock()
 	defer s.vmu.Unlock()
 	old := s.cur.Load()
-	nv := &view{snap: snap, kueue: rep}
+	nv := &view{snap: snap, kueue: rep, memo: s.newFacts()}
 	if old != nil {
 		nv.ests, nv.opts, nv.mix, nv.estAt, nv.estSnap, nv.gen = old.ests, old.opts, old.mix, old.estAt, old.estSnap, old.gen
 	}
@@ -286,6 +300,7 @@ func (s *Service) setEstimates(ests map[string]allocator.Estimate, opts allocato
 	nv := *s.cur.Load()
 	nv.ests, nv.opts, nv.mix, nv.estAt, nv.estSnap = ests, opts, mix, at, snap
 	nv.gen++
+	nv.memo = s.newFacts() // capacity's facts depend on the mix
 	s.cur.Store(&nv)
 	s.hypos.drop(nv.gen)
 }

@@ -24,7 +24,9 @@ import (
 // pass (which its submission asked for) saves it, updates the card and
 // posts it in the thread as the request's first estimate (postEstimates:
 // a request with no estimate yet always moved materially, and once saved
-// it is not posted again unless it moves). Nothing is lost on a restart
+// it is not posted again unless it moves). One that computes its own
+// waits for it at most the own-estimate wait, and is then answered the
+// same way (ownestimate.go). Nothing is lost on a restart
 // (the first refresh finds the request without an estimate) and nothing
 // is posted for a request cancelled or admitted meanwhile (only queued
 // requests are posted). What-ifs are simulated against the snapshot of
@@ -91,6 +93,9 @@ func (st staleness) take() bool {
 // computations, so that a stream of changes costs one computation per
 // period, not one after the other (0: no wait).
 func (s *Service) RunEstimates(ctx context.Context, clk clock.Clock, every time.Duration, deliver func(context.Context, []Output)) {
+	bg := &refresher{ctx: ctx, clk: clk, deliver: deliver}
+	s.bg.Store(bg)
+	defer s.bg.CompareAndSwap(bg, nil)
 	s.background.Add(1)
 	defer s.background.Add(-1)
 	for {
@@ -216,47 +221,53 @@ func (s *Service) postEstimates(c *call, snap *allocator.Snapshot, ests map[stri
 	// and copied.
 	moved := s.readRequests(c, movedIn(c, ests), true)
 	for _, r := range moved {
-		r = cloneRequest(r)
-		e := ests[r.ID]
-		if _, never := s.neverStarts(c, r.ID); never {
-			continue // Kueue cannot admit it as it is: no estimate
-		}
-		if _, ok := s.provisioningWait(c, r); ok {
-			continue // it starts when its nodes are provisioned
-		}
-		next := toRecord(c.now, e)
-		// A request's first estimate ever (one left to the refresher by
-		// request.go: its card said it would follow) is a plain line; after
-		// a preemption or a switch, the thread said a new one follows.
-		prev := r.Estimate
-		first := r.FirstEstimate == nil && r.Preemptions == 0 && r.Elastic == nil
-		r.Estimate = next
-		if r.FirstEstimate == nil {
-			r.FirstEstimate = next
-		}
-		if err := s.putRequest(c, r); err != nil {
-			s.log.Error("saving estimate", "request", r.ID, "err", err)
-			continue
-		}
-		var text string
-		switch {
-		case first:
-			text = capitalize(s.estimateText(next))
-		case prev != nil:
-			text = "New estimate: " + s.estimateText(next) + " (was " + s.absWindow(prev) + ")"
-		default:
-			text = "New estimate: " + s.estimateText(next)
-		}
-		text += "."
-		if first {
-			// The requester's reply said the estimate follows: the offer
-			// of elastic capacity it would have carried comes with it.
-			if line := s.offerLine(c, snap, r, next, s.person(r.Requester)); line != "" {
-				text += " " + line
-			}
-		}
-		c.emit(thread(r.ID, plain(text)), Output{To: Destination{Kind: UpdateCard, Request: r.ID}, Reply: s.cardWith(c, r, snap, &e)})
+		s.postEstimate(c, snap, cloneRequest(r), ests[r.ID])
 	}
+}
+
+// postEstimate saves e as queued request r's estimate and posts it, on
+// its card and in its thread (its first, one its card said would follow,
+// as a plain line with the offer its reply left out). It runs in the
+// write section.
+func (s *Service) postEstimate(c *call, snap *allocator.Snapshot, r records.Request, e allocator.Estimate) {
+	if _, never := s.neverStarts(c, r.ID); never {
+		return // Kueue cannot admit it as it is: no estimate
+	}
+	if _, ok := s.provisioningWait(c, r); ok {
+		return // it starts when its nodes are provisioned
+	}
+	next := toRecord(c.now, e)
+	// A request's first estimate ever (one left to the refresher by
+	// request.go: its card said it would follow) is a plain line; after
+	// a preemption or a switch, the thread said a new one follows.
+	prev := r.Estimate
+	first := r.FirstEstimate == nil && r.Preemptions == 0 && r.Elastic == nil
+	r.Estimate = next
+	if r.FirstEstimate == nil {
+		r.FirstEstimate = next
+	}
+	if err := s.putRequest(c, r); err != nil {
+		s.log.Error("saving estimate", "request", r.ID, "err", err)
+		return
+	}
+	var text string
+	switch {
+	case first:
+		text = capitalize(s.estimateText(next))
+	case prev != nil:
+		text = "New estimate: " + s.estimateText(next) + " (was " + s.absWindow(prev) + ")"
+	default:
+		text = "New estimate: " + s.estimateText(next)
+	}
+	text += "."
+	if first {
+		// The requester's reply said the estimate follows: the offer
+		// of elastic capacity it would have carried comes with it.
+		if line := s.offerLine(c, snap, r, next, s.person(r.Requester)); line != "" {
+			text += " " + line
+		}
+	}
+	c.emit(thread(r.ID, plain(text)), Output{To: Destination{Kind: UpdateCard, Request: r.ID}, Reply: s.cardWith(c, r, snap, &e)})
 }
 
 // estimatesDue marks the estimates stale when they are older than

@@ -1,5 +1,7 @@
 package commands
 
+import "github.com/gpubot/gpubot/allocator"
+
 // LockWaiters is how many calls hold or wait for request id's lock (for
 // tests of concurrent operations on one request).
 func (s *Service) LockWaiters(id string) int {
@@ -20,3 +22,21 @@ func (s *Service) SpotSimulations() uint64 { return s.spotSims.Load() }
 
 // WhatIfSimulations is how many simulations what-ifs have made.
 func (s *Service) WhatIfSimulations() uint64 { return s.hypos.sims.Load() }
+
+// FactsComputed is how many of the views' facts (facts.go) reads have
+// computed.
+func (s *Service) FactsComputed() uint64 { return s.factsComputed.Load() }
+
+// HoldOwnEstimates makes every request's own estimate signal started and
+// then wait for a value from hold before it is computed.
+func (s *Service) HoldOwnEstimates(started chan<- struct{}, hold <-chan struct{}) {
+	s.estimateOne = func(snap *allocator.Snapshot, id string, opts allocator.EstimateOptions) allocator.Estimate {
+		started <- struct{}{}
+		<-hold
+		return allocator.EstimateFor(snap, id, opts)
+	}
+}
+
+// LateEstimates is how many requests' own estimates missed the wait, and
+// how many of those have completed since.
+func (s *Service) LateEstimates() (late, done uint64) { return s.ownLate.Load(), s.lateDone.Load() }

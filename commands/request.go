@@ -114,16 +114,15 @@ func (s *Service) submit(c *call, r records.Request) {
 		} else {
 			// Its own estimate only, computed outside the write section;
 			// meanwhile others may change it (admit it), so it is read
-			// again after.
+			// again after. With a refresher in the background it waits
+			// at most the own-estimate wait (ownestimate.go): if the
+			// estimate is late, the card and reply say it follows, and it
+			// completes the card itself.
 			opts := s.viewOptions(c)
 			var e allocator.Estimate
-			s.outside(c, func() {
-				defer release()
-				e = allocator.EstimateFor(snap, r.ID, opts)
-				if s.offerDue(c, snap, r, toRecord(c.now, e)) {
-					s.prepareOffer(c, snap, r)
-				}
-			})
+			ready := false
+			s.outside(c, func() { e, ready = s.ownEstimateWithin(c, snap, r, opts, release) })
+			later = !ready
 			if r, err = s.getRequest(c, r.ID); err != nil {
 				s.failed(c, "reading "+r.ID, err)
 				return
@@ -132,7 +131,11 @@ func (s *Service) submit(c *call, r records.Request) {
 				s.failed(c, "reading the cluster", err)
 				return
 			}
-			if r.State == records.StateQueued && r.Estimate == nil {
+			if later {
+				if w, ok := s.kueueWord(c, r.ID); ok {
+					r.KueueSaid = kueueKey(w, true)
+				}
+			} else if r.State == records.StateQueued && r.Estimate == nil {
 				est = &e
 				posted := toRecord(c.now, e)
 				r.Estimate, r.FirstEstimate = posted, posted

@@ -91,6 +91,17 @@ type Service struct {
 	// the refreshes under way or waiting to start, and ownEstimates the
 	// request commands computing their own estimate (request.go).
 	background, refreshing, ownEstimates atomic.Int32
+	// bg is the running refresher's (ownestimate.go); ownWait bounds a
+	// request command's wait for its own estimate, ownLate counts those
+	// that missed it and lateDone those of them completed since.
+	bg                atomic.Pointer[refresher]
+	ownWait           time.Duration
+	ownLate, lateDone atomic.Uint64
+	// factsComputed counts the views' facts computed (facts.go).
+	factsComputed atomic.Uint64
+	// estimateOne is one workload's estimate (allocator.EstimateFor; tests
+	// hold it).
+	estimateOne func(*allocator.Snapshot, string, allocator.EstimateOptions) allocator.Estimate
 
 	// Set once by NewService, then only read.
 	vocab   Vocabulary
@@ -121,16 +132,18 @@ func NewService(ctx context.Context, set Settings, deps Deps, opts ...Option) (*
 		return nil, errors.New("commands: NewService needs every dependency in Deps")
 	}
 	s := &Service{
-		set:       set,
-		deps:      deps,
-		log:       slog.New(slog.NewTextHandler(io.Discard, nil)),
-		horizon:   30 * 24 * time.Hour,
-		people:    map[string]*Person{},
-		teams:     map[string]*Team{},
-		prio:      map[string]int32{},
-		engine:    allocator.NewEstimator(),
-		watch:     clock.RealClock{},
-		estimates: newStaleness(),
+		set:         set,
+		deps:        deps,
+		log:         slog.New(slog.NewTextHandler(io.Discard, nil)),
+		horizon:     30 * 24 * time.Hour,
+		people:      map[string]*Person{},
+		teams:       map[string]*Team{},
+		prio:        map[string]int32{},
+		engine:      allocator.NewEstimator(),
+		ownWait:     DefaultOwnEstimateWait,
+		estimateOne: allocator.EstimateFor,
+		watch:       clock.RealClock{},
+		estimates:   newStaleness(),
 	}
 	for _, o := range opts {
 		o(s)
@@ -172,7 +185,7 @@ func NewService(ctx context.Context, set Settings, deps Deps, opts ...Option) (*
 		return nil, fmt.Errorf("reading the cluster: %w", err)
 	}
 	s.cluster = snap.Cluster()
-	s.cur.Store(&view{snap: snap})
+	s.cur.Store(&view{snap: snap, memo: s.newFacts()})
 	s.estimates.changed()
 	s.vocab = Vocabulary{Teams: teamNames(s.set.Teams), Templates: s.set.Templates}
 	for _, f := range s.cluster.Flavors {
@@ -256,6 +269,9 @@ type call struct {
 	// if nothing changed (time moved).
 	republish bool
 	audits    int // audit entries written
+	// left are run once the call's write section is over (committed and
+	// sent, or dropped after a panic).
+	left []func()
 	// w are the call's writes not yet committed; committed counts the
 	// outputs already in the outbox (or not to be kept).
 	w         pending

@@ -40,16 +40,23 @@ func (s *Service) status(c *call, id string) {
 	// Read, not changed: shallow copies of this person's requests only.
 	mine := s.readRequestsOf(c, c.who.Name, func(r records.Request) bool {
 		return !r.State.Final() || r.EndedAt.After(since)
-	}, true)
+	}, false)
 	if len(mine) == 0 {
 		c.private(plain("You have no open requests and none ended in the last 24h. Try /gpu request 8xh100 for 4h."))
 		return
 	}
 	// At most maxRows rows: open requests first (they can still be acted
-	// on), each group in ID order; the rest are counted by state.
-	shown := slices.Clone(mine)
-	slices.SortStableFunc(shown, func(a, b records.Request) int {
-		return cmpBool(a.State.Final(), b.State.Final())
+	// on), each group in ID order; the rest are counted by state. Sorted
+	// through pointers: a person may have thousands, and records are large.
+	shown := make([]*records.Request, len(mine))
+	for i := range mine {
+		shown[i] = &mine[i]
+	}
+	slices.SortFunc(shown, func(a, b *records.Request) int {
+		if d := cmpBool(a.State.Final(), b.State.Final()); d != 0 {
+			return d
+		}
+		return compareIDs(a.ID, b.ID)
 	})
 	var rest map[records.State]int
 	if len(shown) > maxRows {
@@ -61,7 +68,7 @@ func (s *Service) status(c *call, id string) {
 	}
 	rows := make([][]string, 0, len(shown))
 	for _, r := range shown {
-		rows = append(rows, []string{r.ID, size(r, s.candidateFlavors(r)), fmtDuration(r.Duration), r.Team, r.Priority, string(r.State), s.statusWhen(r)})
+		rows = append(rows, []string{r.ID, size(*r, s.candidateFlavors(*r)), fmtDuration(r.Duration), r.Team, r.Priority, string(r.State), s.statusWhen(*r)})
 	}
 	blocks := []Block{table([]string{"ID", "Size", "For", "Team", "Priority", "State", "When"}, rows)}
 	if rest != nil {
@@ -261,7 +268,7 @@ func policyWords(p allocator.Policy) string {
 
 // capacity shows per-flavor capacity and fragmentation.
 func (s *Service) capacity(c *call) {
-	snap, err := s.snapshot(c)
+	cl, withMix, bare, err := s.capacityFacts(c)
 	if err != nil {
 		s.failed(c, "reading the cluster", err)
 		return
@@ -272,7 +279,7 @@ func (s *Service) capacity(c *call) {
 		nodesOf[f.Flavor] = f
 	}
 	var beyond []string
-	for _, f := range snap.Capacity(s.mix(c)) {
+	for _, f := range withMix {
 		l := f.Largest
 		if fn, ok := nodesOf[f.Flavor]; ok && fn.GPUs < f.Total {
 			// Kueue admitted work on a flavor without a Topology beyond
@@ -288,7 +295,7 @@ func (s *Service) capacity(c *call) {
 		})
 	}
 	blocks := []Block{table([]string{"Flavor", "Nodes", "GPUs", "Used", "Free", "Largest fit: any/host/rack/block", "Fragmented"}, rows)}
-	blocks = append(blocks, s.capacityNotes(c, snap)...)
+	blocks = append(blocks, s.capacityNotes(c, cl, bare)...)
 	for _, b := range beyond {
 		blocks = append(blocks, section(b))
 	}
@@ -298,12 +305,13 @@ func (s *Service) capacity(c *call) {
 
 // capacityNotes says what the table cannot: flavors that have quota but
 // no nodes, GPU nodes that no flavor selects, and (on a real cluster)
-// what admission there does not look at.
-func (s *Service) capacityNotes(c *call, snap *allocator.Snapshot) []Block {
+// what admission there does not look at; bare is cl's capacity with no
+// request mix.
+func (s *Service) capacityNotes(c *call, cl *allocator.Cluster, bare []allocator.FlavorCapacity) []Block {
 	var out []Block
 	quota := map[string]int{}
 	by := map[string][]string{}
-	for _, q := range snap.Cluster().Queues {
+	for _, q := range cl.Queues {
 		for _, f := range q.Flavors {
 			if n := q.Quotas[f].Nominal; n > 0 {
 				quota[f] += n
@@ -328,7 +336,7 @@ func (s *Service) capacityNotes(c *call, snap *allocator.Snapshot) []Block {
 	if len(elastic) > 0 {
 		out = append(out, section("Elastic flavors: "+strings.Join(elastic, "; ")+". Only requests switched to them (or asking for them by name) run there; /gpu help switch says how."))
 	}
-	for _, f := range snap.Capacity(nil) {
+	for _, f := range bare {
 		if f.Nodes > 0 || quota[f.Flavor] == 0 || s.set.Elastic.terms(f.Flavor).Capacity == CapacityProvisioned {
 			continue
 		}
@@ -416,7 +424,7 @@ func (s *Service) usage(c *call, team string, days int) {
 		s.failed(c, "reading usage", err)
 		return
 	}
-	running := s.readRequests(c, func(r records.Request) bool { return r.State == records.StateRunning }, true)
+	running := s.requestsIn(c, func(rc *requestCache) map[string]bool { return rc.running }, isRunning)
 	for _, r := range running {
 		recs = append(recs, records.UsageRecord{Request: r.ID, Team: r.Team, Requester: r.Requester, Flavor: r.AdmittedFlavor, GPUs: r.GPUs, Start: r.AdmittedAt, End: c.now})
 	}
@@ -432,14 +440,14 @@ func (s *Service) usage(c *call, team string, days int) {
 			total += h
 		}
 	}
-	snap, err := s.snapshot(c)
+	standing, err := s.standing(c)
 	if err != nil {
 		s.failed(c, "reading the cluster", err)
 		return
 	}
 	var rows [][]string
 	drs := false
-	for _, st := range snap.Standing() {
+	for _, st := range standing {
 		if team != "" && st.Queue != team {
 			continue
 		}
@@ -501,10 +509,12 @@ func (s *Service) usage(c *call, team string, days int) {
 
 // calibration scores first estimates against actual starts since from.
 func (s *Service) calibration(c *call, from time.Time, team string) string {
-	started := s.readRequests(c, func(r records.Request) bool {
-		return !r.AdmittedAt.IsZero() && r.AdmittedAt.After(from) && r.Preemptions == 0 && r.FirstEstimate != nil && r.FirstEstimate.Known &&
-			!r.FirstEstimate.At.After(r.AdmittedAt) && (team == "" || r.Team == team)
-	}, true)
+	var started []records.Request
+	for _, r := range s.requestsIn(c, func(rc *requestCache) map[string]bool { return rc.scorable }, scorable) {
+		if r.AdmittedAt.After(from) && (team == "" || r.Team == team) {
+			started = append(started, r)
+		}
+	}
 	if len(started) == 0 {
 		return "Estimate accuracy: no queued request has started in this period yet."
 	}

@@ -62,9 +62,11 @@ func (db *DB) Receive(ctx context.Context, key string, data []byte, now time.Tim
 // ReceiveAll is Receive for several deliveries (each's Key and Data) in
 // one transaction, one fsync: what arrives while another write is under
 // way is kept together (group commit). fresh[i] says whether ds[i] was
-// stored; a key seen earlier in ds is a redelivery too. On error none is
-// stored.
-func (db *DB) ReceiveAll(ctx context.Context, ds []records.Inbound, now time.Time, ttl time.Duration) (fresh []bool, err error) {
+// stored; a key seen earlier in ds is a redelivery too. The same
+// transaction removes the handled deliveries, as Handled does, so that
+// one writer can keep the inbox and its removals never hold up a
+// delivery's write. On error nothing is stored or removed.
+func (db *DB) ReceiveAll(ctx context.Context, ds []records.Inbound, now time.Time, ttl time.Duration, handled ...string) (fresh []bool, err error) {
 	if err := db.ready(ctx); err != nil {
 		return nil, err
 	}
@@ -88,6 +90,11 @@ func (db *DB) ReceiveAll(ctx context.Context, ds []records.Inbound, now time.Tim
 	err = db.update(func(tx *bolt.Tx) error {
 		clear(fresh)
 		b := tx.Bucket(bucketInbox)
+		for _, key := range handled {
+			if err := b.Delete([]byte(key)); err != nil {
+				return err
+			}
+		}
 		for i, d := range ds {
 			seen, err := seenTx(tx, d.Key, nowN, expN)
 			if err != nil {
@@ -112,7 +119,7 @@ func (db *DB) ReceiveAll(ctx context.Context, ds []records.Inbound, now time.Tim
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("receiving %d deliveries: %w", len(ds), err)
+		return nil, fmt.Errorf("receiving %d deliveries and removing %d handled: %w", len(ds), len(handled), err)
 	}
 	return fresh, nil
 }

@@ -3,6 +3,8 @@ package app
 import (
 	"context"
 	"log/slog"
+	"os"
+	"runtime"
 	"sync"
 	"time"
 
@@ -49,9 +51,46 @@ const estimateEvery = time.Second
 // Slack retries for.
 const dedupeTTL = 24 * time.Hour
 
+// procsPerCPU is how many goroutines may run Go code at once per CPU in
+// Slack mode (GOMAXPROCS), unless GOMAXPROCS is set or a CPU limit holds
+// Go below the machine's CPUs.
+//
+// An ack's goroutines wake up on its way (the envelope read from the
+// socket, the inbox write's fsync returning): with one processor per
+// CPU, all of them busy with the estimates' simulations and the
+// handlers' work, each wake-up waits in Go's run queue behind those
+// computations (up to 10 ms each before Go preempts it), a large part of
+// the ack's p99 at 100 commands a second (BENCHMARKS.md, "Slack ack p99:
+// where it goes"). With more processors than CPUs a woken
+// goroutine finds an idle processor at once and the kernel, which
+// favours a thread that was sleeping, runs it ahead of the computations.
+// The total CPU is about the same. Under a CPU limit (a container's
+// quota) more runnable threads would spend the quota in bursts and be
+// throttled, so a limit below the machine's CPUs is left alone.
+const procsPerCPU = 4
+
+// slackProcs is the GOMAXPROCS Slack mode sets (0: leave it): env is
+// $GOMAXPROCS, current Go's setting and cpus the machine's.
+func slackProcs(env string, current, cpus int) int {
+	if env != "" || current < cpus {
+		return 0
+	}
+	return procsPerCPU * cpus
+}
+
+// raiseProcs sets GOMAXPROCS for Slack mode (slackProcs).
+func raiseProcs(log *slog.Logger) {
+	cur := runtime.GOMAXPROCS(0)
+	if n := slackProcs(os.Getenv("GOMAXPROCS"), cur, runtime.NumCPU()); n > cur {
+		runtime.GOMAXPROCS(n)
+		log.Debug("more Go processors than CPUs, so that acks are not held up behind long computations", "gomaxprocs", n, "cpus", runtime.NumCPU())
+	}
+}
+
 // newSlack builds the Slack adapter for svc, and the handler the runtime
 // is to run: svc, or svc behind e-mail matching (slack.matchByEmail).
 func newSlack(o Options, cfg *config.Config, svc *commands.Service, db *store.DB, log *slog.Logger, tel *telemetry, c clock.Clock) (*slackbot.Adapter, bot.Handler) {
+	raiseProcs(log)
 	sc := cfg.Slack()
 	url := o.Slack.APIURL
 	if url == "" {

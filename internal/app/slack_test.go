@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -517,4 +518,21 @@ func TestSlackMatchByEmail(t *testing.T) {
 		}
 		noUnacked(t, fake)
 	})
+}
+
+// TestSlackModeRaisesProcs: Slack mode runs more Go processors than CPUs
+// (see slackProcs), unless GOMAXPROCS is set or Go runs below the CPUs.
+func TestSlackModeRaisesProcs(t *testing.T) {
+	before := runtime.GOMAXPROCS(0)
+	if os.Getenv("GOMAXPROCS") != "" || before != runtime.NumCPU() {
+		t.Skipf("GOMAXPROCS is %d (env %q) on %d CPUs: Slack mode leaves it", before, os.Getenv("GOMAXPROCS"), runtime.NumCPU())
+	}
+	t.Cleanup(func() { runtime.GOMAXPROCS(before) })
+	fake := startFake(t)
+	b := startSlackBot(t, fake, t.TempDir(), exampleConfig(t, fastPosting), nil)
+	b.command("U0CAROL", chRandom, "help")
+	b.waitFor("the answer", func() bool { return len(fake.Ephemerals("U0CAROL")) == 1 })
+	if got, want := runtime.GOMAXPROCS(0), 4*runtime.NumCPU(); got != want {
+		t.Errorf("GOMAXPROCS in Slack mode = %d, want %d", got, want)
+	}
 }

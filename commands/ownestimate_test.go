@@ -1,0 +1,123 @@
+package commands_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/gpubot/gpubot/commands"
+)
+
+// TestRequestWhoseOwnEstimateIsLateGetsItsCardAtOnce: with the refresher
+// idle in the background, a request command computes its own estimate,
+// but waits for it at most the own-estimate wait (200 ms on the
+// refresher's clock). Late, its card and reply go out at once saying the
+// estimate follows; the estimate, when it comes, updates the card and
+// posts in the thread exactly once, and the refresher's next pass posts
+// nothing more. When the refresher's pass comes first, it posts the first
+// estimate and the late one, when it comes, posts nothing.
+func TestRequestWhoseOwnEstimateIsLateGetsItsCardAtOnce(t *testing.T) {
+	e := newEnv(t, parse(t, small))
+	e.do("alice", "request 8xh100 for 4h")
+	e.do("alice", "request 8xh100 for 4h") // nlp's quota is in use: what follows queues
+	started, hold := make(chan struct{}), make(chan struct{})
+	e.svc.HoldOwnEstimates(started, hold)
+	rec := &recorder{}
+	clk, stop := e.refresher(rec.send)
+	// One pass, then the refresher is idle, waiting out its period.
+	e.svc.MarkEstimatesStale()
+	waitFor(t, "the refresher's first pass", func() bool { return clk.HasWaiters() })
+	idle := func() {
+		t.Helper()
+		waitFor(t, "the refresher to wait again", func() bool { return clk.HasWaiters() })
+	}
+	// ask sends a request, holds its own estimate past the wait and
+	// returns the answer, which must come without the estimate.
+	ask := func(user, text, id string) {
+		t.Helper()
+		answered := make(chan []commands.Output, 1)
+		go func() { answered <- e.svc.Handle(e.ctx, commands.Input{User: user, Text: text}) }()
+		<-started // computing its own estimate, the wait's timer set
+		select {
+		case outs := <-answered:
+			t.Fatalf("answered before the wait was over:\n%s", show(outs))
+		default:
+		}
+		clk.Step(commands.DefaultOwnEstimateWait)
+		var outs []commands.Output
+		select {
+		case outs = <-answered:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: no answer after the own-estimate wait", id)
+		}
+		check(t, outs,
+			want{"channel #nlp " + id, id + " queued"},
+			want{"channel #nlp " + id, "Its start estimate is being worked out"},
+			want{"sender", "Its start estimate is being worked out"},
+		)
+		checkNot(t, outs, want{"channel #nlp " + id, "starts "})
+		if r := e.req(id); r.Estimate != nil {
+			t.Fatalf("%s has an estimate before its own was done: %+v", id, r.Estimate)
+		}
+	}
+	posts := func(id string) (thread, card int) {
+		all := rec.all()
+		return len(said(all, "thread "+id)), len(said(all, "card "+id))
+	}
+
+	// The late estimate first.
+	ask("alice", "request 8xh100 for 1h", "r3")
+	hold <- struct{}{}
+	waitFor(t, "r3's late estimate", func() bool { _, done := e.svc.LateEstimates(); return done == 1 })
+	if r := e.req("r3"); r.Estimate == nil || r.FirstEstimate == nil || !r.Estimate.Known {
+		t.Fatalf("r3 after its late estimate: %+v (first %+v)", r.Estimate, r.FirstEstimate)
+	}
+	check(t, rec.all(), want{"card r3", "r3 queued: starts "}, want{"thread r3", "Starts "})
+	checkNot(t, rec.all(), want{"thread r3", "New estimate"}, want{"card r3", "being worked out"})
+	if th, cd := posts("r3"); th != 1 || cd != 1 {
+		t.Errorf("r3's late estimate: %d thread posts and %d card updates, want 1 and 1:\n%s", th, cd, show(rec.all()))
+	}
+	// The refresher's pass (r3's submission asked for one) posts nothing more.
+	clk.Step(time.Second)
+	idle()
+	if th, cd := posts("r3"); th != 1 || cd != 1 {
+		t.Errorf("after the refresher's pass: %d thread posts and %d card updates for r3, want 1 and 1:\n%s", th, cd, show(rec.all()))
+	}
+
+	// The refresher first: its pass posts r4's first estimate, and the
+	// late one finds it posted.
+	ask("bob", "request 8xh100 for 1h team nlp", "r4")
+	clk.Step(time.Second)
+	waitFor(t, "the refresher's estimate of r4", func() bool { return e.req("r4").Estimate != nil })
+	idle()
+	first := *e.req("r4").Estimate
+	hold <- struct{}{}
+	waitFor(t, "r4's late estimate", func() bool { _, done := e.svc.LateEstimates(); return done == 2 })
+	if th, cd := posts("r4"); th != 1 || cd != 1 {
+		t.Errorf("r4: %d thread posts and %d card updates, want 1 and 1 (the refresher's):\n%s", th, cd, show(rec.all()))
+	}
+	if got := *e.req("r4").Estimate; got != first {
+		t.Errorf("r4's estimate changed by the late one: %+v, was %+v", got, first)
+	}
+	if late, _ := e.svc.LateEstimates(); late != 2 {
+		t.Errorf("%d estimates counted late, want 2", late)
+	}
+	stop()
+}
+
+// TestRequestOwnEstimateInTimeIsOnItsCard: an own estimate ready within
+// the wait is on the card at once, with nothing late.
+func TestRequestOwnEstimateInTimeIsOnItsCard(t *testing.T) {
+	e := newEnv(t, parse(t, small))
+	e.do("alice", "request 8xh100 for 4h")
+	e.do("alice", "request 8xh100 for 4h")
+	clk, stop := e.refresher((&recorder{}).send)
+	e.svc.MarkEstimatesStale()
+	waitFor(t, "the refresher's first pass", func() bool { return clk.HasWaiters() })
+	outs := e.svc.Handle(e.ctx, commands.Input{User: "alice", Text: "request 8xh100 for 1h"})
+	check(t, outs, want{"channel #nlp r3", "r3 queued: starts "})
+	checkNot(t, outs, want{"channel #nlp r3", "being worked out"}, want{"sender", "being worked out"})
+	if late, _ := e.svc.LateEstimates(); late != 0 {
+		t.Errorf("%d estimates counted late, want 0", late)
+	}
+	stop()
+}
