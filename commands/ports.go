@@ -68,8 +68,13 @@ type RequestStore interface {
 }
 
 // IDSource hands out new request IDs, never the same twice.
+// NextRequestID's ID is durable with the first write that stores
+// anything (the request's commit); an ID that names something outside
+// gpubot before that (a tracked Job's annotation) comes from
+// ReserveRequestID, durable when it returns.
 type IDSource interface {
 	NextRequestID(ctx context.Context) (string, error)
+	ReserveRequestID(ctx context.Context) (string, error)
 }
 
 // AuditLog is the append-only record of decisions and actions.

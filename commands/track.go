@@ -52,7 +52,8 @@ func (s *Service) track(c *call, namespace, job string) {
 		c.private(plain(fmt.Sprintf("track follows a workload submitted outside gpubot, so it needs a Kubernetes cluster; gpubot is running on its simulated cluster, where every workload is already a gpubot request. Connect a cluster (--kubeconfig) to track %s.", target)))
 		return
 	}
-	id, err := s.deps.IDs.NextRequestID(c.ctx)
+	// The tracker writes the ID on the Job before anything is stored.
+	id, err := s.deps.IDs.ReserveRequestID(c.ctx)
 	if err != nil {
 		s.failed(c, "tracking "+target, err)
 		return

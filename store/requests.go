@@ -17,22 +17,52 @@ import (
 
 // NextRequestID returns a new request ID: "r1", "r2", and so on, from a
 // counter kept in the file (the sequence of bucket requests). It never
-// returns the same ID twice, even across restarts, nor an ID of the form
-// r<N> that PutRequest or SaveRequests has already stored.
+// returns the same ID twice, nor an ID of the form r<N> that PutRequest,
+// SaveRequests or Commit has already stored. It writes nothing: the
+// store's next write of any kind makes the IDs handed out so far durable (one
+// fsync a request instead of two). After a restart, an ID that was handed
+// out and not followed by any write may be handed out again: nothing in
+// the file can name it. An ID shown outside before anything is stored
+// (written on a cluster's object) must come from ReserveRequestID.
 func (db *DB) NextRequestID(ctx context.Context) (string, error) {
 	if err := db.ready(ctx); err != nil {
 		return "", err
 	}
-	var n uint64
-	err := db.update(func(tx *bolt.Tx) error {
-		var err error
-		n, err = tx.Bucket(bucketRequests).NextSequence()
-		return err
-	})
-	if err != nil {
+	var seq uint64
+	if err := db.view(func(tx *bolt.Tx) error {
+		seq = tx.Bucket(bucketRequests).Sequence()
+		return nil
+	}); err != nil {
 		return "", fmt.Errorf("allocating request ID: %w", err)
 	}
+	db.idMu.Lock()
+	defer db.idMu.Unlock()
+	n := max(db.ids.Load(), seq) + 1
+	db.ids.Store(n)
 	return "r" + strconv.FormatUint(n, 10), nil
+}
+
+// ReserveRequestID is NextRequestID made durable before it returns: the
+// ID is never handed out again, even after a crash that stores nothing.
+func (db *DB) ReserveRequestID(ctx context.Context) (string, error) {
+	id, err := db.NextRequestID(ctx)
+	if err != nil {
+		return "", err
+	}
+	// update keeps the IDs handed out (keepIDs).
+	if err := db.update(func(*bolt.Tx) error { return nil }); err != nil {
+		return "", fmt.Errorf("reserving request ID %s: %w", id, err)
+	}
+	return id, nil
+}
+
+// keepIDs moves the file's ID counter past every ID handed out, in a
+// transaction that writes anyway.
+func (db *DB) keepIDs(b *bolt.Bucket) error {
+	if n := db.ids.Load(); n > b.Sequence() {
+		return b.SetSequence(n)
+	}
+	return nil
 }
 
 // PutRequest stores r under r.ID, replacing any request with that ID.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -180,7 +181,7 @@ func TestNextRequestIDAcrossRestarts(t *testing.T) {
 	ctx := context.Background()
 	path := t.TempDir() + "/gpubot.db"
 	var got []string
-	for range 3 {
+	for i := range 4 {
 		db := mustOpenPath(t, path)
 		for range 2 {
 			id, err := db.NextRequestID(ctx)
@@ -189,12 +190,81 @@ func TestNextRequestIDAcrossRestarts(t *testing.T) {
 			}
 			got = append(got, id)
 		}
+		switch i {
+		case 0:
+			// Any write keeps what was handed out, the request stored
+			// or not.
+			if _, err := db.AppendAudit(ctx, records.AuditEntry{Actor: "a", Action: "request", Outcome: "ok"}); err != nil {
+				t.Fatal(err)
+			}
+		case 1:
+			if _, err := db.Commit(ctx, records.Writes{Requests: []records.Request{request(got[len(got)-2])}}, time.Time{}); err != nil {
+				t.Fatal(err)
+			}
+		case 2:
+			// Nothing written: the file names neither, so they may
+			// come again.
+		}
 		if err := db.Close(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if diff := cmp.Diff([]string{"r1", "r2", "r3", "r4", "r5", "r6"}, got); diff != "" {
+	if diff := cmp.Diff([]string{"r1", "r2", "r3", "r4", "r5", "r6", "r5", "r6"}, got); diff != "" {
 		t.Errorf("IDs (-want +got):\n%s", diff)
+	}
+}
+
+func TestReserveRequestIDIsDurable(t *testing.T) {
+	ctx := context.Background()
+	path := t.TempDir() + "/gpubot.db"
+	var got []string
+	for range 3 {
+		db := mustOpenPath(t, path)
+		id, err := db.ReserveRequestID(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, id)
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if diff := cmp.Diff([]string{"r1", "r2", "r3"}, got); diff != "" {
+		t.Errorf("IDs (-want +got):\n%s", diff)
+	}
+}
+
+func TestNextRequestIDConcurrent(t *testing.T) {
+	ctx := context.Background()
+	db := mustOpen(t)
+	ids := make(chan string, 200)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 50 {
+				id, err := db.NextRequestID(ctx)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if err := db.PutRequest(ctx, request(id)); err != nil {
+					t.Error(err)
+				}
+				ids <- id
+			}
+		})
+	}
+	wg.Wait()
+	close(ids)
+	seen := map[string]bool{}
+	for id := range ids {
+		if seen[id] {
+			t.Errorf("%s handed out twice", id)
+		}
+		seen[id] = true
+	}
+	if len(seen) != 200 {
+		t.Errorf("%d distinct IDs, want 200", len(seen))
 	}
 }
 

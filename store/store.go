@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -75,6 +76,10 @@ type DB struct {
 	// broken is set once bbolt panicked or faulted on the file: from
 	// then on nothing touches it.
 	broken atomic.Pointer[error]
+	// ids is the highest request number NextRequestID handed out (idMu
+	// held to hand out the next).
+	idMu sync.Mutex
+	ids  atomic.Uint64
 }
 
 type options struct {
@@ -227,14 +232,25 @@ func (db *DB) ready(ctx context.Context) error {
 }
 
 // update runs fn in a read-write transaction, committed (and fsynced) if
-// fn returns nil, rolled back otherwise. Callers check ready first. A
-// panic or memory fault inside bbolt is returned as ErrDamaged, and the
-// DB stops using the file.
+// fn returns nil, rolled back otherwise; the transaction also makes the
+// request IDs handed out so far durable (NextRequestID). Callers check
+// ready first. A panic or memory fault inside bbolt is returned as
+// ErrDamaged, and the DB stops using the file.
 func (db *DB) update(fn func(tx *bolt.Tx) error) error {
 	if db.readOnly {
 		return ErrReadOnly
 	}
-	return db.guard(func() error { return db.bolt.Update(fn) })
+	return db.guard(func() error {
+		return db.bolt.Update(func(tx *bolt.Tx) error {
+			if err := fn(tx); err != nil {
+				return err
+			}
+			if b := tx.Bucket(bucketRequests); b != nil {
+				return db.keepIDs(b)
+			}
+			return nil
+		})
+	})
 }
 
 // view runs fn in a read-only transaction. Callers check ready first.
