@@ -36,7 +36,8 @@ type EstimateOptions struct {
 	// over their GPUs, work asking for none in particular as its share
 	// of the cluster's GPUs, work asking for another flavor not at all.
 	// With ρ that load over the GPUs, capped at MaxArrivalShare, and B
-	// the longest it has been arriving (ArrivalRate.Over), the wait W
+	// the longest it has been arriving (ArrivalRate.Over: since its
+	// current burst began), the wait W
 	// (Latest − Now) becomes W + min(ρ/(1−ρ)·W, min(ρ, 1)·B): the wait
 	// of a queue that keeps getting work going first at that rate (1−ρ
 	// of the GPUs left to it), but for no longer than that work has been
