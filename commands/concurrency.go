@@ -40,6 +40,15 @@ type Stepper interface {
 	Advance(ctx context.Context) ([]allocator.Event, error)
 }
 
+// Sharer is a Cluster that can hand out its current state without
+// copying it (the simulated cluster): a snapshot that it never changes
+// afterwards, which the holder must not change either, nor call the
+// allocator's cache-filling methods on (they clone it). A view's
+// snapshot is such a one: reads and the refresher only clone it.
+type Sharer interface {
+	SharedSnapshot(ctx context.Context) (*allocator.Snapshot, error)
+}
+
 // keyLocks are per-key mutexes, made when first used and dropped when
 // nobody holds or waits for them.
 type keyLocks struct {
@@ -272,9 +281,10 @@ type view struct {
 }
 
 // publish makes a new view from the cluster as it is now (in the write
-// section), keeping the latest estimates.
+// section), keeping the latest estimates. The view's snapshot is the
+// cluster's own if it shares it (Sharer), not a copy: reads clone it.
 func (s *Service) publish(c *call) {
-	snap, err := s.deps.Cluster.Snapshot(c.ctx)
+	snap, err := s.viewSnapshot(c.ctx)
 	if err != nil {
 		s.log.Error("reading the cluster for reads to answer from", "err", err)
 		return
@@ -289,6 +299,15 @@ func (s *Service) publish(c *call) {
 		nv.ests, nv.opts, nv.mix, nv.estAt, nv.estSnap, nv.gen = old.ests, old.opts, old.mix, old.estAt, old.estSnap, old.gen
 	}
 	s.cur.Store(nv)
+}
+
+// viewSnapshot is the cluster's state for a view: shared if the cluster
+// shares it, else a copy.
+func (s *Service) viewSnapshot(ctx context.Context) (*allocator.Snapshot, error) {
+	if sh, ok := s.deps.Cluster.(Sharer); ok {
+		return sh.SharedSnapshot(ctx)
+	}
+	return s.deps.Cluster.Snapshot(ctx)
 }
 
 // setEstimates publishes estimates made at at of snap (a view's, not to

@@ -40,3 +40,6 @@ func (s *Service) HoldOwnEstimates(started chan<- struct{}, hold <-chan struct{}
 // LateEstimates is how many requests' own estimates missed the wait, and
 // how many of those have completed since.
 func (s *Service) LateEstimates() (late, done uint64) { return s.ownLate.Load(), s.lateDone.Load() }
+
+// ViewSnapshot is the current view's snapshot (not a copy: read only).
+func (s *Service) ViewSnapshot() *allocator.Snapshot { return s.view().snap }

@@ -180,7 +180,7 @@ func NewService(ctx context.Context, set Settings, deps Deps, opts ...Option) (*
 	if err := s.cache.load(ctx, deps.Requests); err != nil {
 		return nil, err
 	}
-	snap, err := deps.Cluster.Snapshot(ctx)
+	snap, err := s.viewSnapshot(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reading the cluster: %w", err)
 	}

@@ -257,6 +257,23 @@ func (c *Cluster) Snapshot(ctx context.Context) (*allocator.Snapshot, error) {
 	return withHeld(c.snap, c.el), nil
 }
 
+// SharedSnapshot returns the current state without copying it (unless
+// provisioned work is held, which a copy adds): the cluster never changes
+// a state once it is current, since a change works on a copy and then
+// replaces it (change), so the snapshot stays as it was handed out. The
+// caller must not change it either, nor call on it the allocator's
+// methods that fill caches in the snapshot they run on (Fit, Diagnose,
+// ProposeVictims, ...): it clones it for those. Cloning it and reading
+// its state (Now, Workloads, Cluster) is safe from any goroutine.
+func (c *Cluster) SharedSnapshot(ctx context.Context) (*allocator.Snapshot, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.el.Held) > 0 {
+		return withHeld(c.snap, c.el), nil
+	}
+	return c.snap, nil
+}
+
 // Now is the simulated cluster's own time: the last time it caught up to.
 func (c *Cluster) Now() time.Time {
 	c.mu.Lock()
@@ -450,7 +467,8 @@ func submit(s *tracked, w allocator.Workload) ([]allocator.Event, error) {
 
 // change catches up to the clock, applies fn on a copy, saves it, and
 // only then makes it current. With the owner saving, the workloads the
-// change touched are marked for the next Unsaved.
+// change touched are marked for the next Unsaved. The state that was
+// current is left as it was: SharedSnapshot may have handed it out.
 func (c *Cluster) change(ctx context.Context, fn func(*tracked, *elasticState) ([]allocator.Event, error)) ([]allocator.Event, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
