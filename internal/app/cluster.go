@@ -154,6 +154,7 @@ func runOnCluster(ctx context.Context, o Options, cfg *config.Config, db *store.
 		handler bot.Handler = svc
 	)
 	if o.onSlack() {
+		defer raiseProcs(log)()
 		ad, handler = newSlack(o, cfg, svc, db, log, tel, clk)
 		if err := ad.Check(ctx); err != nil {
 			return err

@@ -78,19 +78,46 @@ func slackProcs(env string, current, cpus int) int {
 	return procsPerCPU * cpus
 }
 
-// raiseProcs sets GOMAXPROCS for Slack mode (slackProcs).
-func raiseProcs(log *slog.Logger) {
+// raised counts the Slack bots running with GOMAXPROCS raised, and keeps
+// what it was before the first of them.
+var raised struct {
+	sync.Mutex
+	bots, before int
+}
+
+// raiseProcs sets GOMAXPROCS for Slack mode (slackProcs) and returns its
+// undoing, for when the bot stops: the last bot of the process to stop
+// puts back what the first found (tests run many bots in one process).
+func raiseProcs(log *slog.Logger) (restore func()) {
+	raised.Lock()
+	defer raised.Unlock()
+	if raised.bots > 0 {
+		raised.bots++
+		return unraise
+	}
 	cur := runtime.GOMAXPROCS(0)
-	if n := slackProcs(os.Getenv("GOMAXPROCS"), cur, runtime.NumCPU()); n > cur {
-		runtime.GOMAXPROCS(n)
-		log.Debug("more Go processors than CPUs, so that acks are not held up behind long computations", "gomaxprocs", n, "cpus", runtime.NumCPU())
+	n := slackProcs(os.Getenv("GOMAXPROCS"), cur, runtime.NumCPU())
+	if n <= cur {
+		return func() {}
+	}
+	raised.bots, raised.before = 1, cur
+	runtime.GOMAXPROCS(n)
+	log.Debug("more Go processors than CPUs, so that acks are not held up behind long computations", "gomaxprocs", n, "cpus", runtime.NumCPU())
+	return unraise
+}
+
+// unraise is a raiseProcs' undoing.
+func unraise() {
+	raised.Lock()
+	defer raised.Unlock()
+	if raised.bots--; raised.bots == 0 {
+		runtime.GOMAXPROCS(raised.before)
 	}
 }
 
 // newSlack builds the Slack adapter for svc, and the handler the runtime
 // is to run: svc, or svc behind e-mail matching (slack.matchByEmail).
 func newSlack(o Options, cfg *config.Config, svc *commands.Service, db *store.DB, log *slog.Logger, tel *telemetry, c clock.Clock) (*slackbot.Adapter, bot.Handler) {
-	raiseProcs(log)
 	sc := cfg.Slack()
 	url := o.Slack.APIURL
 	if url == "" {
@@ -167,6 +194,7 @@ func runSlackOnSim(ctx context.Context, o Options, cfg *config.Config, db *store
 	if err := seedUses(ctx, cfg, sim, ids); err != nil {
 		return err
 	}
+	defer raiseProcs(log)()
 	ad, handler := newSlack(o, cfg, svc, db, log, tel, clk)
 	if err := ad.Check(ctx); err != nil {
 		return err
