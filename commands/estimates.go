@@ -171,7 +171,7 @@ func (s *Service) Settle(ctx context.Context) []Output {
 }
 
 // refresh recomputes every queued request's estimate outside the write
-// section, publishes them, and then, in the write section, saves and
+// section, publishes them, and then, a chunk a write section, saves and
 // posts those that moved materially.
 func (s *Service) refresh(ctx context.Context) (outs []Output) {
 	s.refreshing.Add(1)
@@ -186,10 +186,7 @@ func (s *Service) refresh(ctx context.Context) (outs []Output) {
 	ests := s.computeEstimates(snap, opts)
 	s.setEstimates(ests, opts, s.requestMix(c), c.now, v.snap)
 	s.prepareOffers(c, snap, ests)
-	func() {
-		defer s.enter(c)()
-		s.postEstimates(c, snap, ests)
-	}()
+	s.postEstimates(c, snap, ests)
 	return c.unsent()
 }
 
@@ -214,14 +211,33 @@ func (s *Service) prepareOffers(c *call, snap *allocator.Snapshot, ests map[stri
 	}
 }
 
+// postChunk is how many moved estimates postEstimates saves and posts in
+// one write section.
+var postChunk = 100
+
 // postEstimates saves and posts the estimates of queued requests that
-// moved materially. It runs in the write section.
+// moved materially, postChunk of them a write section (each section
+// commits its own), so that a pass that moves thousands (the first after
+// a restart, when time has moved every estimate) does not hold up every
+// write for its whole length. Each request is looked at again in its
+// section, as it is then: one cancelled, admitted or estimated meanwhile
+// is not posted.
 func (s *Service) postEstimates(c *call, snap *allocator.Snapshot, ests map[string]allocator.Estimate) {
-	// Of thousands queued, few move: those are sorted (posts in ID order)
-	// and copied.
+	// Of thousands queued, few move, mostly: those are sorted (posts in
+	// ID order).
 	moved := s.readRequests(c, movedIn(c, ests), true)
-	for _, r := range moved {
-		s.postEstimate(c, snap, cloneRequest(r), ests[r.ID])
+	for len(moved) > 0 {
+		chunk := moved[:min(postChunk, len(moved))]
+		moved = moved[len(chunk):]
+		func() {
+			defer s.enter(c)()
+			keep := movedIn(c, ests)
+			for _, was := range chunk {
+				if r, ok := s.cache.get(was.ID); ok && keep(r) {
+					s.postEstimate(c, snap, r, ests[r.ID])
+				}
+			}
+		}()
 	}
 }
 

@@ -43,3 +43,11 @@ func (s *Service) LateEstimates() (late, done uint64) { return s.ownLate.Load(),
 
 // ViewSnapshot is the current view's snapshot (not a copy: read only).
 func (s *Service) ViewSnapshot() *allocator.Snapshot { return s.view().snap }
+
+// SetPostChunk sets how many moved estimates a refresh posts in one write
+// section, until the returned restore.
+func SetPostChunk(n int) (restore func()) {
+	old := postChunk
+	postChunk = n
+	return func() { postChunk = old }
+}

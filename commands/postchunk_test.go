@@ -1,0 +1,90 @@
+package commands_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gpubot/gpubot/allocator"
+	"github.com/gpubot/gpubot/commands"
+	"github.com/gpubot/gpubot/records"
+)
+
+// shiftedEngine estimates as the allocator does, later by shift.
+type shiftedEngine struct{ shift time.Duration }
+
+func (e *shiftedEngine) Estimates(s *allocator.Snapshot, opts allocator.EstimateOptions) map[string]allocator.Estimate {
+	out := allocator.Estimates(s, opts)
+	for id, est := range out {
+		if est.Known {
+			est.Earliest, est.Latest = est.Earliest.Add(e.shift), est.Latest.Add(e.shift)
+			out[id] = est
+		}
+	}
+	return out
+}
+
+// requestsPerCommit counts the requests each commit writes, once on.
+type requestsPerCommit struct {
+	commands.Committer
+	mu     sync.Mutex
+	on     bool
+	counts []int
+}
+
+func (c *requestsPerCommit) Commit(ctx context.Context, w records.Writes, at time.Time) ([]uint64, error) {
+	c.mu.Lock()
+	if c.on && len(w.Requests) > 0 {
+		c.counts = append(c.counts, len(w.Requests))
+	}
+	c.mu.Unlock()
+	return c.Committer.Commit(ctx, w, at)
+}
+
+// TestMovedEstimatesArePostedInChunks: a refresh that moves many
+// estimates saves and posts them a chunk a write section (each its own
+// commit), every one once, so that it does not hold up every write for
+// its whole length.
+func TestMovedEstimatesArePostedInChunks(t *testing.T) {
+	defer commands.SetPostChunk(3)()
+	en := &shiftedEngine{}
+	counted := &requestsPerCommit{}
+	e := newEnv(t, parse(t, small), withEngine(en), func(o *envOptions) {
+		o.commit = func(c commands.Committer) commands.Committer { counted.Committer = c; return counted }
+	})
+	e.do("alice", "request 8xh100 for 4h")
+	e.do("alice", "request 8xh100 for 4h")
+	const queued = 7
+	for range queued {
+		e.do("alice", "request 8xh100 for 1h")
+	}
+	en.shift = 5 * time.Hour
+	counted.mu.Lock()
+	counted.on = true
+	counted.mu.Unlock()
+	e.svc.MarkEstimatesStale()
+	outs := e.svc.Settle(e.ctx)
+
+	posted := map[string]int{}
+	for _, o := range outs {
+		if o.To.Kind == commands.ToThread && strings.HasPrefix(text(o.Reply), "New estimate") {
+			posted[o.To.Request]++
+		}
+	}
+	if len(posted) != queued {
+		t.Errorf("new estimates posted for %d requests, want %d:\n%s", len(posted), queued, show(outs))
+	}
+	for id, n := range posted {
+		if n != 1 {
+			t.Errorf("%s: %d new estimates posted, want 1", id, n)
+		}
+	}
+	counted.mu.Lock()
+	defer counted.mu.Unlock()
+	if want := []int{3, 3, 1}; !slices.Equal(counted.counts, want) {
+		t.Errorf("requests per commit in the refresh: %v, want %v (chunks of 3)", counted.counts, want)
+	}
+}
