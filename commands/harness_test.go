@@ -3,7 +3,6 @@ package commands_test
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"log/slog"
 	"path/filepath"
 	"slices"
@@ -449,15 +448,7 @@ func (e *env) workloads() []string {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	var out []string
-	for _, w := range snap.Workloads() {
-		if w.Admission == nil {
-			out = append(out, w.ID+" pending")
-		} else {
-			out = append(out, fmt.Sprintf("%s on %v", w.ID, w.Admission.Nodes))
-		}
-	}
-	return out
+	return placed(snap)
 }
 
 // audit shows the audit log, or the entries about target, as

@@ -79,7 +79,7 @@ func TestPublishedSnapshotIsNeverChanged(t *testing.T) {
 	}
 }
 
-// placed shows s's workloads as env.workloads does.
+// placed shows s's workloads: "ID pending" or "ID on [nodes]".
 func placed(s *allocator.Snapshot) []string {
 	var out []string
 	for _, w := range s.Workloads() {
