@@ -134,7 +134,8 @@
 //     learned so far: runtime ranges from the jobs finished unpreempted
 //     (allocator.LearnRuntimes per team and template, the requested
 //     duration standing for the template, which traces lack; a running
-//     job's among the runs at least as long) and the last day's arrival
+//     job's among the runs at least as long), after those of
+//     Setup.History if given, and the last day's arrival
 //     load per team, priority, flavor and size, each with how long it has
 //     been arriving since its current burst began (allocator.LearnArrivals).
 //     At the job's start (allocator.ScoreEstimates): was it inside the
@@ -145,6 +146,20 @@
 //     simulation of its own, so only every k-th job in arrival order is
 //     sampled, k = ceil(jobs / Setup.Calibrate) (Calibrate < 0: every
 //     job).
+//
+// A replay starts cold: until jobs finish, the estimates have only the
+// prior (half to all of the requested time), and the first runs to
+// finish are the shortest. The bot never starts so: its store keeps the
+// finished requests it learns from. Setup.History (gpubot simulate
+// --history) gives the replay that steady state: the runs of another
+// trace, read with the same options so that its jobs map to teams,
+// templates and flavors as the replay's do, are the runtime history
+// before the first arrival; the trace itself serves as yesterday's runs.
+// Each of its jobs the replay could run counts as one finished run of
+// its recorded runtime. A job's own runtime is then among what its range
+// is learned from, but only as one of the runs of its team and template:
+// the levels are coarse (on openb, 4 teams × 11 durations, most cells of
+// hundreds of runs; see BENCHMARKS.md).
 //
 // With Setup.Changes (more or fewer GPUs of a flavor), every policy runs
 // on the changed cluster too and the report compares the two.

@@ -38,6 +38,9 @@ type prepared struct {
 	sampleEvery time.Duration
 	first, last time.Time
 	cpu, mem    bool // count CPU, memory (Setup.CPU, Memory; set by Replay)
+	// history is the runtime history the estimates start from
+	// (Setup.History).
+	history []allocator.RuntimeSample
 }
 
 // TraceSummary describes the trace as replayed.
@@ -71,6 +74,11 @@ type TraceSummary struct {
 	// rounding up gives them FractionalGPUHours.
 	ShareGPUHours      float64 `json:"fractionalShareGPUHours"`
 	FractionalGPUHours float64 `json:"fractionalRoundedGPUHours"`
+	// History and HistoryRuns are the trace whose runs the estimates
+	// learned from before the replay (Setup.History; "" and 0: none) and
+	// how many of its runs that was.
+	History     string `json:"history,omitempty"`
+	HistoryRuns int    `json:"historyRuns,omitempty"`
 }
 
 // RequestedFor is the duration a person would have asked for a job that
@@ -130,13 +138,13 @@ func prepare(s *Setup) (*prepared, error) {
 	*sum = TraceSummary{Name: tr.Name, Format: tr.Format, Rows: len(tr.Jobs) + tr.Skipped, Skipped: tr.Skipped, FractionalMode: string(frac)}
 	teams := map[string]bool{}
 	var gpuSeconds float64
+	jm := jobMapping{classes: p.classes, frac: frac, models: models, format: tr.Format}
 	for i := range tr.Jobs {
 		tj := &tr.Jobs[i]
 		if tj.GPUs == 0 {
 			sum.CPUOnly++
 			continue
 		}
-		j := &job{Job: *tj, gpus: tj.GPUs}
 		if tj.Fractional() {
 			sum.Fractional++
 			if frac == FractionalSkip {
@@ -145,38 +153,13 @@ func prepare(s *Setup) (*prepared, error) {
 			sum.ShareGPUHours += tj.Demand() * tj.Runtime.Hours()
 			sum.FractionalGPUHours += tj.Runtime.Hours()
 		}
-		prio, ok := priorityValue(p.classes, tj.Priority)
+		j, ok, err := jm.job(tr.Name, tj)
+		if err != nil {
+			return nil, err
+		}
 		if !ok {
-			return nil, fmt.Errorf("%s:%d: priority %q is not a configured class", tr.Name, tj.Line, tj.Priority)
-		}
-		j.prio = prio
-		j.requested = tj.Requested
-		if j.requested <= 0 {
-			j.requested = RequestedFor(tj.Runtime)
-		}
-		if tj.Topology != "" {
-			j.topo, _ = allocator.ParseLevel(tj.Topology)
-		} else if tr.Format == "openb" {
-			j.topo = allocator.LevelHost // an openb pod is one pod: one node
-		}
-		if len(tj.Models) > 0 { // the first listed model the cluster has
-			j.Flavor = ""
-			for _, m := range tj.Models {
-				if _, ok := models[Flavor(m)]; ok {
-					j.Flavor = Flavor(m)
-					break
-				}
-			}
-			if j.Flavor == "" {
-				sum.Unrunnable++
-				continue
-			}
-		} else if j.Flavor != "" {
-			j.Flavor = Flavor(j.Flavor)
-			if _, ok := models[j.Flavor]; !ok {
-				sum.Unrunnable++
-				continue
-			}
+			sum.Unrunnable++
+			continue
 		}
 		teams[j.Team] = true
 		gpuSeconds += float64(j.gpus) * tj.Runtime.Seconds()
@@ -184,6 +167,13 @@ func prepare(s *Setup) (*prepared, error) {
 	}
 	if len(p.jobs) == 0 {
 		return nil, fmt.Errorf("%s: no jobs with GPUs to replay", tr.Name)
+	}
+	if s.History != nil {
+		var err error
+		if p.history, err = jm.history(s.History); err != nil {
+			return nil, err
+		}
+		sum.History, sum.HistoryRuns = s.History.Name, len(p.history)
 	}
 	for t := range teams {
 		p.teams = append(p.teams, t)
@@ -254,6 +244,55 @@ func prepare(s *Setup) (*prepared, error) {
 	}
 	p.sampleEvery = max(time.Second, p.last.Sub(p.first)/time.Duration(n))
 	return p, nil
+}
+
+// jobMapping turns a trace's jobs into the replay's: the same for the
+// trace replayed and for a history (Setup.History), so that both map
+// teams, priorities, requested durations and flavors alike.
+type jobMapping struct {
+	classes []PriorityClass
+	frac    Fractional
+	models  map[string]int // flavor: GPUs of its largest node
+	format  string
+}
+
+// job maps tj, a job with GPUs (not a share left out by FractionalSkip);
+// ok is false if it cannot run on the cluster (its GPU models are not
+// there). Submission and load are left to the caller.
+func (m jobMapping) job(trace string, tj *Job) (j *job, ok bool, err error) {
+	j = &job{Job: *tj, gpus: tj.GPUs}
+	prio, found := priorityValue(m.classes, tj.Priority)
+	if !found {
+		return nil, false, fmt.Errorf("%s:%d: priority %q is not a configured class", trace, tj.Line, tj.Priority)
+	}
+	j.prio = prio
+	j.requested = tj.Requested
+	if j.requested <= 0 {
+		j.requested = RequestedFor(tj.Runtime)
+	}
+	if tj.Topology != "" {
+		j.topo, _ = allocator.ParseLevel(tj.Topology)
+	} else if m.format == "openb" {
+		j.topo = allocator.LevelHost // an openb pod is one pod: one node
+	}
+	if len(tj.Models) > 0 { // the first listed model the cluster has
+		j.Flavor = ""
+		for _, md := range tj.Models {
+			if _, ok := m.models[Flavor(md)]; ok {
+				j.Flavor = Flavor(md)
+				break
+			}
+		}
+		if j.Flavor == "" {
+			return nil, false, nil
+		}
+	} else if j.Flavor != "" {
+		j.Flavor = Flavor(j.Flavor)
+		if _, ok := m.models[j.Flavor]; !ok {
+			return nil, false, nil
+		}
+	}
+	return j, true, nil
 }
 
 // naturalCmp orders team2 before team10.

@@ -53,6 +53,17 @@ type Setup struct {
 	ElasticPrice                 float64
 	// Currency is put before prices ("$"; default none).
 	Currency string
+	// History, if set, is a trace whose runs the estimates learn runtimes
+	// from before the replay begins, as the bot learns from the finished
+	// requests its store keeps: the bot in its steady state rather than
+	// on its first day. Read it with the same ReadOptions as Trace (the
+	// same seed and teams), so that its jobs map to teams, templates
+	// (requested durations) and flavors as the replay's do; Trace itself
+	// may serve, as yesterday's runs. Every job of it that the replay
+	// would run counts, as one run finished unpreempted for its recorded
+	// runtime; its submission times do not matter. nil: none, a cold
+	// start (the default).
+	History *Trace
 	// Calibrate is how many submissions at most get the estimate the bot
 	// would have posted (see the package doc); 0 means none, < 0 all.
 	Calibrate int
@@ -249,6 +260,9 @@ func replayOne(p *prepared, cl *allocator.Cluster, pol Policy, capacity, name st
 		check:   check,
 		byPrio:  pol.Mode != allocator.FirstComeFirstServed,
 		elastic: es,
+		// The history first, as the bot's store holds it; the replay's
+		// finished runs are appended (never to p.history's array).
+		runtimes: p.history[:len(p.history):len(p.history)],
 	}
 	for _, n := range cl.Nodes {
 		e.total += n.GPUs
@@ -437,7 +451,8 @@ func (e *engine) reasonOf(j *job) allocator.Reason {
 
 // estimateOptions are the options the bot would use now (see
 // commands.Service.estimateOptions): runtime ranges learned from the
-// jobs finished so far without preemption, per team and template
+// history (Setup.History) and the jobs finished so far without
+// preemption, per team and template
 // (allocator.LearnRuntimes; a trace has no templates, so the requested
 // duration stands for one), for every job in the cluster; and the load
 // of the last day's arrivals per priority (allocator.LearnArrivals),

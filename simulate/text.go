@@ -53,6 +53,9 @@ func writeReplayText(b *strings.Builder, rep *Report) {
 	if t.PeakDemand < 0.8 {
 		b.WriteString("      At this load little waits: --load 110% speeds arrivals up until the busiest moment asks for 110% of the GPUs.\n")
 	}
+	if t.History != "" {
+		fmt.Fprintf(b, "History: the estimates learned runtimes from %s of %s before the replay.\n", plural(t.HistoryRuns, "run"), filepath.Base(t.History))
+	}
 	fmt.Fprintf(b, "Placement: %s.", rep.Placement)
 	if len(rep.Resources) > 1 {
 		fmt.Fprintf(b, " Counted: %s (on the nodes and in the teams' quotas).", strings.Join(rep.Resources, ", "))

@@ -40,7 +40,10 @@ Modes:
            of high-priority jobs that waited over an hour, GPU
            utilisation, fragmentation over time, Jain's fairness index
            over teams, preemptions, why work waited, and how often the
-           start fell inside the estimate the bot would have posted.
+           start fell inside the estimate the bot would have posted
+           (learning runtimes from the jobs finished so far, and with
+           --history from another trace's runs first, as the bot does
+           from its store).
   packing  the FGD paper's experiment (ATC'23): pods arrive in a seeded
            random order and never leave; unallocated GPUs and
            fragmentation as the arrived demand grows to 130% of the GPUs,
@@ -116,6 +119,7 @@ func Simulate(args []string, sio SimulateIO) int {
 	var (
 		nodesPath  = fs.String("nodes", "", "node list `file` (required)")
 		tracePath  = fs.String("trace", "", "trace `file` (required)")
+		histPath   = fs.String("history", "", "replay: a trace `file` whose runs the estimates learn runtimes from before the replay, as the bot learns from the finished requests in its store (read as --trace is: the same teams; --trace's own file serves as yesterday's runs); default none, a cold start")
 		outDir     = fs.String("out", "", "`directory` for results.json, CSV files and PNG plots (created); none: tables only")
 		mode       = fs.String("mode", "replay", "`mode`: replay or packing")
 		cfgPath    = fs.String("config", "", "gpubot configuration `file` whose priorities, admission mode (Admission Fair Sharing or Kueue's Fair Sharing) and (first team's) preemption and flavorFungibility the gpubot policy uses; default: the bundled example's, with Admission Fair Sharing (7d, 1h)")
@@ -192,11 +196,26 @@ func Simulate(args []string, sio SimulateIO) int {
 		fmt.Fprintf(stderr, "gpubot simulate: %v\n", err)
 		return 1
 	}
-	for _, x := range []struct {
+	var history *simulate.Trace
+	if *histPath != "" {
+		if *mode != "replay" {
+			return usageErr("--history applies to the replay, not the packing mode")
+		}
+		if history, err = readTrace(*histPath, opts); err != nil {
+			fmt.Fprintf(stderr, "gpubot simulate: --history: %v\n", err)
+			return 1
+		}
+	}
+	type readNote struct {
 		what     string
 		skipped  int
 		problems []error
-	}{{*nodesPath, nodes.Skipped, nodes.Problems}, {*tracePath, trace.Skipped, trace.Problems}} {
+	}
+	read := []readNote{{*nodesPath, nodes.Skipped, nodes.Problems}, {*tracePath, trace.Skipped, trace.Problems}}
+	if history != nil {
+		read = append(read, readNote{*histPath, history.Skipped, history.Problems})
+	}
+	for _, x := range read {
 		if x.skipped > 0 {
 			fmt.Fprintf(stderr, "gpubot simulate: skipped %d bad rows of %s, for example:\n", x.skipped, x.what)
 			for _, p := range x.problems[:min(3, len(x.problems))] {
@@ -227,7 +246,7 @@ func Simulate(args []string, sio SimulateIO) int {
 			IgnoreCPU: !useCPU, IgnoreMemory: !useMemory}
 		rep, err = simulate.Packing(ps)
 	} else {
-		setup := simulate.Setup{Nodes: nodes.Nodes, Trace: trace, Priorities: classes, Seed: *seed,
+		setup := simulate.Setup{Nodes: nodes.Nodes, Trace: trace, History: history, Priorities: classes, Seed: *seed,
 			Fractional: simulate.Fractional(*fractional), Calibrate: *calibrate, Samples: *samples, Progress: bar.update,
 			CPU: useCPU && trace.HasCPU(), Memory: useMemory && trace.HasMemory()}
 		if setup.Placement, err = parsePlacement(*placement); err != nil {

@@ -84,7 +84,7 @@ func TestSimulateHelp(t *testing.T) {
 	}
 	for _, flag := range []string{"-nodes", "-trace", "-out", "-mode", "-config", "-policies", "-placement", "-load", "-teams", "-team-mix",
 		"-seed", "-fractional", "-calibrate", "-samples", "-seeds", "-placements", "-max-arrived", "-resources", "-skip-bad", "-no-plots",
-		"-progress", "-stats", "-add", "-remove", "Usage: gpubot simulate"} {
+		"-progress", "-stats", "-add", "-remove", "-history", "Usage: gpubot simulate"} {
 		if !strings.Contains(help, flag) {
 			t.Errorf("--help lacks %s", flag)
 		}
@@ -102,19 +102,21 @@ func TestSimulateErrors(t *testing.T) {
 		code int
 		want string
 	}{
-		"no nodes":         {[]string{"--trace", pods}, 2, "--nodes and --trace are both required"},
-		"unknown policy":   {[]string{"--nodes", nodes, "--trace", pods, "--policies", "fcfs,lottery"}, 2, `unknown policy "lottery"`},
-		"bad load":         {[]string{"--nodes", nodes, "--trace", pods, "--load", "fast"}, 2, `--load "fast"`},
-		"bad placement":    {[]string{"--nodes", nodes, "--trace", pods, "--placement", "tetris"}, 2, `--placement "tetris"`},
-		"bad mode":         {[]string{"--nodes", nodes, "--trace", pods, "--mode", "chaos"}, 2, `--mode "chaos"`},
-		"bad add":          {[]string{"--nodes", nodes, "--trace", pods, "--add", "lots"}, 2, "--add"},
-		"unknown flavor":   {[]string{"--nodes", nodes, "--trace", pods, "--add", "8xh100"}, 1, `no flavor "h100"`},
-		"missing file":     {[]string{"--nodes", "nowhere.csv", "--trace", pods}, 1, "reading the node list"},
-		"bad row":          {[]string{"--nodes", nodes, "--trace", bad}, 1, "bad.csv:3: gpus: \"two\" is not a number"},
-		"unreachable load": {[]string{"--nodes", nodes, "--trace", pods, "--load", "900%"}, 1, "cannot be reached"},
-		"stray argument":   {[]string{"--nodes", nodes, "--trace", pods, "extra"}, 2, `unexpected argument "extra"`},
-		"bad progress":     {[]string{"--nodes", nodes, "--trace", pods, "--progress", "sometimes"}, 2, `--progress "sometimes"`},
-		"add in packing":   {[]string{"--nodes", nodes, "--trace", pods, "--mode", "packing", "--add", "8xg2"}, 2, "not the packing mode"},
+		"no nodes":           {[]string{"--trace", pods}, 2, "--nodes and --trace are both required"},
+		"unknown policy":     {[]string{"--nodes", nodes, "--trace", pods, "--policies", "fcfs,lottery"}, 2, `unknown policy "lottery"`},
+		"bad load":           {[]string{"--nodes", nodes, "--trace", pods, "--load", "fast"}, 2, `--load "fast"`},
+		"bad placement":      {[]string{"--nodes", nodes, "--trace", pods, "--placement", "tetris"}, 2, `--placement "tetris"`},
+		"bad mode":           {[]string{"--nodes", nodes, "--trace", pods, "--mode", "chaos"}, 2, `--mode "chaos"`},
+		"bad add":            {[]string{"--nodes", nodes, "--trace", pods, "--add", "lots"}, 2, "--add"},
+		"unknown flavor":     {[]string{"--nodes", nodes, "--trace", pods, "--add", "8xh100"}, 1, `no flavor "h100"`},
+		"missing file":       {[]string{"--nodes", "nowhere.csv", "--trace", pods}, 1, "reading the node list"},
+		"bad row":            {[]string{"--nodes", nodes, "--trace", bad}, 1, "bad.csv:3: gpus: \"two\" is not a number"},
+		"unreachable load":   {[]string{"--nodes", nodes, "--trace", pods, "--load", "900%"}, 1, "cannot be reached"},
+		"stray argument":     {[]string{"--nodes", nodes, "--trace", pods, "extra"}, 2, `unexpected argument "extra"`},
+		"bad progress":       {[]string{"--nodes", nodes, "--trace", pods, "--progress", "sometimes"}, 2, `--progress "sometimes"`},
+		"add in packing":     {[]string{"--nodes", nodes, "--trace", pods, "--mode", "packing", "--add", "8xg2"}, 2, "not the packing mode"},
+		"history in packing": {[]string{"--nodes", nodes, "--trace", pods, "--mode", "packing", "--history", pods}, 2, "--history applies to the replay"},
+		"missing history":    {[]string{"--nodes", nodes, "--trace", pods, "--history", "nowhere.csv"}, 1, "--history: reading the trace"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -128,6 +130,20 @@ func TestSimulateErrors(t *testing.T) {
 	code, out, errs := runSim(t, "simulate", "--nodes", nodes, "--trace", bad, "--skip-bad")
 	if code != 0 || !strings.Contains(errs, "skipped 1 bad rows of") || !strings.Contains(errs, "bad.csv:3:") || !strings.Contains(out, "1 bad rows skipped") {
 		t.Errorf("--skip-bad: exit %d\n%s%s", code, out, errs)
+	}
+}
+
+// TestSimulateHistory: --history reads a trace (here the replayed one,
+// as yesterday's runs) whose runs the estimates start from, and says so.
+func TestSimulateHistory(t *testing.T) {
+	pods := filepath.Join(sampleDir, "openb_pods_sample.csv")
+	code, out, errs := runSim(t, "simulate", "--nodes", filepath.Join(sampleDir, "openb_nodes_sample.csv"), "--trace", pods,
+		"--history", pods, "--load", "110%", "--policies", "gpubot")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errs)
+	}
+	if !strings.Contains(out, "History: the estimates learned runtimes from ") || !strings.Contains(out, " runs of openb_pods_sample.csv before the replay.") {
+		t.Errorf("stdout lacks the history line:\n%s", out)
 	}
 }
 
