@@ -315,3 +315,30 @@ func admissionStates(s *Snapshot) (before, after *Snapshot, opts EstimateOptions
 	}
 	return before, after, opts, admitted, nil
 }
+
+// BenchmarkEstimatorAfterNewRequest: the estimates of the benchmark
+// cluster's state after an admission (BenchmarkEstimatorAfterAdmission's)
+// once one new request arrived, from an Estimator that computed the state
+// before it, on a fresh snapshot. A new pending workload changes the
+// fragmentation mix that placement scores read and the cycles it heads,
+// so no reuse is known to be exact: the Estimator simulates in full.
+func BenchmarkEstimatorAfterNewRequest(b *testing.B) {
+	_, after, opts, _ := benchAdmission(b)
+	ws := append(after.Workloads(), MakeWorkload("zz-new").Queue("team1").GPUs(4).Duration(2*time.Hour).Created(after.Now().Sub(t0)).Obj())
+	next, err := NewSnapshot(after.Cluster(), after.Now(), ws, after.Usage())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		b.StopTimer()
+		e := NewEstimator()
+		e.Estimates(after, opts)
+		b.StartTimer()
+		e.Estimates(next, opts)
+		if e.Recomputed != 2 {
+			b.Fatal("not recomputed")
+		}
+	}
+}
