@@ -227,58 +227,9 @@ func BenchmarkScheduleFIFO(b *testing.B) {
 // cluster after Kueue admitted what they predicted for Now, from an
 // Estimator that computed the state before, on a fresh snapshot as the
 // command service builds one per change: the fingerprint, the pending
-// order, the counts ahead and the reasons, no simulation. The state
-// before: the benchmark's with the oldest running workloads finished,
-// as many as leave room for admissions without a preemption (an
-// Estimator does not reuse a first step that preempts).
+// order, the counts ahead and the reasons, no simulation.
 func BenchmarkEstimatorAfterAdmission(b *testing.B) {
-	s := benchSnapshot(b)
-	// Runtimes of at least the requested time: no running workload is
-	// overdue at Now in either simulation (an overdue one ends at Now in
-	// the simulation but still runs in the cluster, and the states
-	// differ).
-	f := map[string]Range{}
-	for _, q := range s.Cluster().Queues {
-		f[q.Name] = Range{Low: 1, High: 1.5}
-	}
-	opts := EstimateOptions{Factors: f}
-	// From the state its first step reaches (preemptions at Now done).
-	base := s.Clone()
-	base.Schedule()
-	var before, after *Snapshot
-	admitted := 0
-	for n := 1; n <= 64 && after == nil; n++ {
-		c := base.Clone()
-		i := 0
-		for _, w := range c.Workloads() {
-			if w.Admission != nil && i < n {
-				c.Release(w.ID)
-				i++
-			}
-		}
-		bs, err := NewSnapshot(c.Cluster(), c.Now(), c.Workloads(), c.Usage())
-		if err != nil {
-			b.Fatal(err)
-		}
-		adm, pre := 0, 0
-		for _, ev := range c.Schedule() {
-			switch ev.Kind {
-			case EventAdmitted:
-				adm++
-			case EventPreempted:
-				pre++
-			}
-		}
-		if adm > 0 && pre == 0 {
-			before, admitted = bs, adm
-			if after, err = NewSnapshot(c.Cluster(), c.Now(), c.Workloads(), c.Usage()); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
-	if after == nil {
-		b.Fatal("no state admits without preempting")
-	}
+	before, after, opts, admitted := benchAdmission(b)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
@@ -292,4 +243,102 @@ func BenchmarkEstimatorAfterAdmission(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(admitted), "admitted")
+}
+
+var (
+	admOnce             sync.Once
+	admBefore, admAfter *Snapshot
+	admOpts             EstimateOptions
+	admCount            int
+)
+
+// benchAdmission returns the benchmark cluster's state before and after
+// Kueue admitted what the estimates (with opts) predicted for Now, as
+// fresh snapshots, and how many it admitted (do not mutate them). The
+// state before: the benchmark's with the oldest running workloads
+// finished, as many as leave room for admissions without a preemption
+// (an Estimator does not reuse a first step that preempts).
+func benchAdmission(b *testing.B) (before, after *Snapshot, opts EstimateOptions, admitted int) {
+	b.Helper()
+	s := benchSnapshot(b)
+	admOnce.Do(func() { admBefore, admAfter, admOpts, admCount, benchErr = admissionStates(s) })
+	if benchErr != nil {
+		b.Fatal(benchErr)
+	}
+	return admBefore, admAfter, admOpts, admCount
+}
+
+func admissionStates(s *Snapshot) (before, after *Snapshot, opts EstimateOptions, admitted int, err error) {
+	// Runtimes of at least the requested time: no running workload is
+	// overdue at Now in either simulation (an overdue one ends at Now in
+	// the simulation but still runs in the cluster, and the states
+	// differ).
+	f := map[string]Range{}
+	for _, q := range s.Cluster().Queues {
+		f[q.Name] = Range{Low: 1, High: 1.5}
+	}
+	opts = EstimateOptions{Factors: f}
+	// From the state its first step reaches (preemptions at Now done).
+	base := s.Clone()
+	base.Schedule()
+	for n := 1; n <= 64 && after == nil; n++ {
+		c := base.Clone()
+		i := 0
+		for _, w := range c.Workloads() {
+			if w.Admission != nil && i < n {
+				c.Release(w.ID)
+				i++
+			}
+		}
+		bs, err := NewSnapshot(c.Cluster(), c.Now(), c.Workloads(), c.Usage())
+		if err != nil {
+			return nil, nil, opts, 0, err
+		}
+		adm, pre := 0, 0
+		for _, ev := range c.Schedule() {
+			switch ev.Kind {
+			case EventAdmitted:
+				adm++
+			case EventPreempted:
+				pre++
+			}
+		}
+		if adm > 0 && pre == 0 {
+			before, admitted = bs, adm
+			if after, err = NewSnapshot(c.Cluster(), c.Now(), c.Workloads(), c.Usage()); err != nil {
+				return nil, nil, opts, 0, err
+			}
+		}
+	}
+	if after == nil {
+		return nil, nil, opts, 0, fmt.Errorf("no state admits without preempting")
+	}
+	return before, after, opts, admitted, nil
+}
+
+// BenchmarkEstimatorAfterNewRequest: the estimates of the benchmark
+// cluster's state after an admission (BenchmarkEstimatorAfterAdmission's)
+// once one new request arrived, from an Estimator that computed the state
+// before it, on a fresh snapshot. A new pending workload changes the
+// fragmentation mix that placement scores read and the cycles it heads,
+// so no reuse is known to be exact: the Estimator simulates in full.
+func BenchmarkEstimatorAfterNewRequest(b *testing.B) {
+	_, after, opts, _ := benchAdmission(b)
+	ws := append(after.Workloads(), MakeWorkload("zz-new").Queue("team1").GPUs(4).Duration(2*time.Hour).Created(after.Now().Sub(t0)).Obj())
+	next, err := NewSnapshot(after.Cluster(), after.Now(), ws, after.Usage())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		b.StopTimer()
+		e := NewEstimator()
+		e.Estimates(after, opts)
+		b.StartTimer()
+		e.Estimates(next, opts)
+		if e.Recomputed != 2 {
+			b.Fatal("not recomputed")
+		}
+	}
 }

@@ -152,13 +152,14 @@ func Estimates(s *Snapshot, opts EstimateOptions) map[string]Estimate {
 // the longer one, still runs.
 type estimatePrep struct {
 	order         []int32
+	sets          flavorSets // of order
 	ahead, higher []int
 	reasons       []Reason            // per workload of order
 	out           map[string]Estimate // empty, sized for order (or nil)
-	// With wantIDs, prepare also fills ids: the slot of each workload
-	// of order by ID (for the Estimator).
-	wantIDs bool
-	ids     map[string]int32
+	// With wantList, estimatesFrom also fills list, the estimates in
+	// the order of order (for the Estimator).
+	wantList bool
+	list     []Estimate
 }
 
 // prepare fills p for s's pending workloads.
@@ -166,28 +167,29 @@ func (s *Snapshot) prepare(p *estimatePrep) {
 	p.order = s.pendingInOrder()
 	s.prepareCounts(p)
 	p.out = make(map[string]Estimate, len(p.order))
-	if p.wantIDs {
-		p.ids = make(map[string]int32, len(p.order))
-		for _, slot := range p.order {
-			p.ids[s.ws[slot].w.ID] = slot
-		}
-	}
 }
 
 // prepareCounts fills p's counts and reasons for p.order.
 func (s *Snapshot) prepareCounts(p *estimatePrep) {
-	p.ahead, p.higher = s.aheadCounts(p.order)
-	p.reasons = make([]Reason, len(p.order))
-	byClass := map[int32]Reason{}
-	for i, slot := range p.order {
+	p.sets = s.flavorSetsOf(p.order)
+	p.ahead, p.higher = s.aheadCounts(p.order, &p.sets)
+	p.reasons = s.reasonsOf(p.order)
+}
+
+// reasonsOf returns the reason of each pending workload of order,
+// diagnosed once per class.
+func (s *Snapshot) reasonsOf(order []int32) []Reason {
+	reasons := make([]Reason, len(order))
+	byClass := make([]Reason, len(s.classes))
+	done := make([]bool, len(s.classes))
+	for i, slot := range order {
 		cls := s.ws[slot].cls
-		r, ok := byClass[cls]
-		if !ok {
-			r = s.diagnoseSlot(slot)
-			byClass[cls] = r
+		if !done[cls] {
+			byClass[cls], done[cls] = s.diagnoseSlot(slot), true
 		}
-		p.reasons[i] = r
+		reasons[i] = byClass[cls]
 	}
+	return reasons
 }
 
 // pendingCount is the number of pending workloads.
@@ -206,10 +208,16 @@ func (s *Snapshot) estimatesFrom(opts EstimateOptions, p *estimatePrep, low, hig
 	if out == nil {
 		out = make(map[string]Estimate, len(p.order))
 	}
+	if p.wantList {
+		p.list = make([]Estimate, len(p.order))
+	}
 	end := s.now.Add(horizon(opts))
 	for i, slot := range p.order {
 		e := s.estimate(slot, low[slot], high[slot], end, p.ahead[i], p.higher[i], p.reasons[i], opts.Arrivals)
 		out[e.ID] = e
+		if p.list != nil {
+			p.list[i] = e
+		}
 	}
 	return out
 }
@@ -244,10 +252,8 @@ func EstimateFor(s *Snapshot, id string, opts EstimateOptions) Estimate {
 }
 
 func (s *Snapshot) estimate(slot int32, low, high simStart, end time.Time, ahead, higher int, r Reason, arrivals []ArrivalRate) Estimate {
-	e := Estimate{ID: s.ws[slot].w.ID, Position: 1 + ahead, Ahead: ahead, AheadHigherPriority: higher, Reason: r}
-	if higher > 0 {
-		e.Reason = ReasonPriority
-	}
+	e := Estimate{ID: s.ws[slot].w.ID}
+	e.setCounts(ahead, higher, r)
 	if !low.ok && !high.ok {
 		return e
 	}
@@ -267,6 +273,15 @@ func (s *Snapshot) estimate(slot int32, low, high simStart, end time.Time, ahead
 		e.Latest = s.now.Add(w + arrivalDelay(w, s.arrivalLoad(slot, arrivals)))
 	}
 	return e
+}
+
+// setCounts sets e's position from the counts ahead of it, and its
+// reason: r, but ReasonPriority when higher > 0.
+func (e *Estimate) setCounts(ahead, higher int, r Reason) {
+	e.Position, e.Ahead, e.AheadHigherPriority, e.Reason = 1+ahead, ahead, higher, r
+	if higher > 0 {
+		e.Reason = ReasonPriority
+	}
 }
 
 func horizon(opts EstimateOptions) time.Duration {
@@ -431,27 +446,27 @@ func sharesFlavor(a, b []cand) bool {
 	return false
 }
 
-// aheadCounts computes, for each workload of order, how many before it
-// share a candidate flavor (ahead) and how many of those have a higher
-// priority and a later Created (higher), in O(n log n) per distinct set
-// of candidate flavors (the flavors only: classes of other sizes on the
-// same flavors share one).
-func (s *Snapshot) aheadCounts(order []int32) (ahead, higher []int) {
-	n := len(order)
-	ahead, higher = make([]int, n), make([]int, n)
-	// Distinct candidate-flavor sets and which of them overlap.
-	setOf := map[int32]int{} // class → set id
+// flavorSets numbers the distinct candidate-flavor sets of the
+// workloads of an order (the flavors only: classes of other sizes on the
+// same flavors share one): set[i] is that of order[i], overlap[d] the
+// sets that share a flavor with set d (d included).
+type flavorSets struct {
+	set     []int32
+	overlap [][]int32
+}
+
+func (s *Snapshot) flavorSetsOf(order []int32) flavorSets {
+	setOf := make([]int32, len(s.classes)) // class → set id + 1
 	var sets [][]cand
-	set := make([]int, n)
+	fs := flavorSets{set: make([]int32, len(order))}
 	sameFlavors := func(a, b []cand) bool {
 		return slices.EqualFunc(a, b, func(x, y cand) bool { return x.f == y.f })
 	}
 	for i, slot := range order {
 		cls := s.ws[slot].cls
-		d, ok := setOf[cls]
-		if !ok {
+		if setOf[cls] == 0 {
 			cands := s.classes[cls].cands
-			d = -1
+			d := -1
 			for j, other := range sets {
 				if sameFlavors(other, cands) {
 					d = j
@@ -462,18 +477,29 @@ func (s *Snapshot) aheadCounts(order []int32) (ahead, higher []int) {
 				d = len(sets)
 				sets = append(sets, cands)
 			}
-			setOf[cls] = d
+			setOf[cls] = int32(d) + 1
 		}
-		set[i] = d
+		fs.set[i] = setOf[cls] - 1
 	}
-	overlap := make([][]int, len(sets))
+	fs.overlap = make([][]int32, len(sets))
 	for a := range sets {
 		for b := range sets {
 			if sharesFlavor(sets[a], sets[b]) {
-				overlap[a] = append(overlap[a], b)
+				fs.overlap[a] = append(fs.overlap[a], int32(b))
 			}
 		}
 	}
+	return fs
+}
+
+// aheadCounts computes, for each workload of order, how many before it
+// share a candidate flavor (ahead) and how many of those have a higher
+// priority and a later Created (higher), in O(n log n) per distinct set
+// of candidate flavors (fs, flavorSetsOf(order)).
+func (s *Snapshot) aheadCounts(order []int32, fs *flavorSets) (ahead, higher []int) {
+	n := len(order)
+	ahead, higher = make([]int, n), make([]int, n)
+	set, overlap := fs.set, fs.overlap
 	// Created ranks for the Fenwick trees.
 	times := make([]time.Time, n)
 	for i, slot := range order {
@@ -487,9 +513,9 @@ func (s *Snapshot) aheadCounts(order []int32) (ahead, higher []int) {
 		r, _ := slices.BinarySearchFunc(sorted, t, func(a, b time.Time) int { return a.Compare(b) })
 		rank[i] = r
 	}
-	count := make([]int, len(sets))
-	trees := make([]fenwick, len(sets))
-	inTree := make([]int, len(sets))
+	count := make([]int, len(overlap))
+	trees := make([]fenwick, len(overlap))
+	inTree := make([]int, len(overlap))
 	for d := range trees {
 		trees[d] = make(fenwick, len(sorted)+1)
 	}

@@ -22,7 +22,8 @@ import (
 // snapshot is in exactly that state (Kueue admitted what the estimate
 // predicted, at the same Now, and nothing else changed), the rest of
 // each simulation would run as before, so the estimates are rebuilt from
-// the kept starts without simulating (Reused counts that). Only a first
+// the kept starts and the last order, counts and estimates without
+// simulating (Reused counts that; see rebuild). Only a first
 // step without a preemption counts: after one, the victims are held back
 // until the end of that Schedule, so a new Schedule at the same instant
 // may act at once, which the continued simulation does only at its next
@@ -34,12 +35,10 @@ type Estimator struct {
 	est  map[string]Estimate
 	// next is the state after the first step of both simulations, valid
 	// if nextOK (the two reached the same state without preempting);
-	// starts holds the slot of each workload ID in low and high, the
-	// simulations' starts by slot.
-	next      uint64
-	nextOK    bool
-	starts    map[string]int32
-	low, high []simStart
+	// last is what the computation leaves for a rebuild in that state.
+	next   uint64
+	nextOK bool
+	last   lastRun
 	// Recomputed counts the full computations so far, Reused the
 	// estimates rebuilt from the last simulations' trajectories (for
 	// tests and metrics).
@@ -70,34 +69,14 @@ func (e *Estimator) estimates(s *Snapshot, opts EstimateOptions, k uint64) map[s
 	}
 	fp := func(c *Snapshot) uint64 { return e.fingerprint(c, opts) }
 	rec := [2]simRecord{{fp: fp}, {fp: fp}}
-	p := estimatePrep{wantIDs: true}
+	p := estimatePrep{wantList: true}
 	low, high := s.simulateBoth(opts, nil, &rec, &p)
 	e.est, e.key, e.ok = s.estimatesFrom(opts, &p, low, high), k, true
 	e.next = rec[0].after
 	e.nextOK = len(p.order) > 0 && rec[0].after == rec[1].after && !rec[0].preempted && !rec[1].preempted
-	e.starts, e.low, e.high = p.ids, low, high
+	e.last = lastRun{order: p.order, list: p.list, sets: p.sets, low: low, high: high, shares: s.shares(), now: s.now}
 	e.Recomputed++
 	return e.est
-}
-
-// rebuild computes the estimates of s's pending workloads from the kept
-// starts; false if one of them has none. (Without a preemption in the
-// first step, every workload pending after it was a target, and a
-// target without a start was not admitted before the horizon: the
-// simulation stops early only once every target has started.)
-func (e *Estimator) rebuild(s *Snapshot, opts EstimateOptions) (map[string]Estimate, bool) {
-	var p estimatePrep
-	p.order = s.pendingInOrder()
-	low, high := make([]simStart, len(s.ws)), make([]simStart, len(s.ws))
-	for _, slot := range p.order {
-		at, ok := e.starts[s.ws[slot].w.ID]
-		if !ok {
-			return nil, false
-		}
-		low[slot], high[slot] = e.low[at], e.high[at]
-	}
-	s.prepareCounts(&p)
-	return s.estimatesFrom(opts, &p, low, high), true
 }
 
 // For is EstimateFor(s, id, opts): from the last result when s and opts
@@ -116,7 +95,7 @@ func (e *Estimator) For(s *Snapshot, id string, opts EstimateOptions) Estimate {
 
 // Forget drops the last result.
 func (e *Estimator) Forget() {
-	e.ok, e.nextOK, e.est, e.starts, e.low, e.high = false, false, nil, nil, nil, nil
+	e.ok, e.nextOK, e.est, e.last = false, false, nil, lastRun{}
 }
 
 // fingerprint hashes everything estimates depend on. Workloads are
@@ -139,46 +118,37 @@ func (e *Estimator) fingerprint(s *Snapshot, opts EstimateOptions) uint64 {
 	for _, u := range s.usage {
 		f64(u)
 	}
+	// Each workload's fields in one buffer, hashed at once.
 	sum, n := uint64(0), uint64(0)
-	var wh maphash.Hash
+	le := binary.LittleEndian
+	b := make([]byte, 0, 256)
 	for i := range s.ws {
 		x := &s.ws[i]
 		if !x.live {
 			continue
 		}
-		wh.SetSeed(e.seed)
 		w := &x.w
-		binary.LittleEndian.PutUint64(buf[:], uint64(w.Priority)<<32|uint64(uint32(w.GPUs)))
-		wh.Write(buf[:])
-		binary.LittleEndian.PutUint64(buf[:], uint64(w.Created.UnixNano()))
-		wh.Write(buf[:])
-		binary.LittleEndian.PutUint64(buf[:], uint64(w.Duration))
-		wh.Write(buf[:])
-		binary.LittleEndian.PutUint64(buf[:], uint64(w.Topology))
-		wh.Write(buf[:])
-		binary.LittleEndian.PutUint64(buf[:], uint64(w.CPU))
-		wh.Write(buf[:])
-		binary.LittleEndian.PutUint64(buf[:], uint64(w.Memory))
-		wh.Write(buf[:])
-		wh.WriteString(w.ID)
-		wh.WriteByte(0)
-		wh.WriteString(w.Queue)
-		wh.WriteByte(0)
-		wh.WriteString(w.Flavor)
-		wh.WriteByte(0)
+		b = le.AppendUint64(b[:0], uint64(w.Priority)<<32|uint64(uint32(w.GPUs)))
+		b = le.AppendUint64(b, uint64(w.Created.UnixNano()))
+		b = le.AppendUint64(b, uint64(w.Duration))
+		b = le.AppendUint64(b, uint64(w.Topology))
+		b = le.AppendUint64(b, uint64(w.CPU))
+		b = le.AppendUint64(b, uint64(w.Memory))
+		for _, v := range [...]string{w.ID, w.Queue, w.Flavor} {
+			b = le.AppendUint32(b, uint32(len(v)))
+			b = append(b, v...)
+		}
 		if a := w.Admission; a != nil {
 			// The flavor and nodes by index (the cluster is hashed):
 			// the estimates' own clones keep no node names.
-			binary.LittleEndian.PutUint64(buf[:], uint64(a.At.UnixNano()))
-			wh.Write(buf[:])
-			binary.LittleEndian.PutUint64(buf[:], uint64(uint32(x.fl))<<32|uint64(uint32(x.per)))
-			wh.Write(buf[:])
+			b = le.AppendUint64(b, uint64(a.At.UnixNano()))
+			b = le.AppendUint64(b, uint64(uint32(x.fl))<<32|uint64(uint32(x.per)))
+			b = le.AppendUint32(b, uint32(len(x.nodes)))
 			for _, nd := range x.nodes {
-				binary.LittleEndian.PutUint64(buf[:], uint64(uint32(nd)))
-				wh.Write(buf[:])
+				b = le.AppendUint32(b, uint32(nd))
 			}
 		}
-		sum += wh.Sum64()
+		sum += maphash.Bytes(e.seed, b)
 		n++
 	}
 	u64(sum)

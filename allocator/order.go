@@ -42,6 +42,15 @@ func (s *Snapshot) share(q int) float64 {
 	return s.usage[q] / s.ix.queues[q].weight
 }
 
+// shares returns every queue's share.
+func (s *Snapshot) shares() []float64 {
+	out := make([]float64, len(s.ix.queues))
+	for q := range out {
+		out[q] = s.share(q)
+	}
+	return out
+}
+
 // oprio is the priority the admission order goes by: the workload's, or
 // 0 for every workload in FirstComeFirstServed mode.
 func (s *Snapshot) oprio(w *Workload) int32 {
@@ -62,10 +71,7 @@ func (s *Snapshot) pendingInOrder() []int32 {
 	for _, c := range s.classes {
 		out = append(out, c.members...)
 	}
-	shares := make([]float64, len(s.ix.queues))
-	for q := range shares {
-		shares[q] = s.share(q)
-	}
+	shares := s.shares()
 	slices.SortFunc(out, func(a, b int32) int {
 		x, y := &s.ws[a], &s.ws[b]
 		if px, py := s.oprio(&x.w), s.oprio(&y.w); px != py {
