@@ -376,6 +376,10 @@
 // order (as NewSnapshot makes them) ties on IDs are broken by slot. The
 // Estimator's fingerprint costs a pass
 // over the workloads; a change of any kind, the time included, means a
-// full recomputation (there is no partial one). See BENCHMARKS.md for
-// figures.
+// full recomputation, but for the state the last simulations reached
+// after their first step (Kueue admitted what they predicted at the same
+// Now): that is rebuilt from their kept starts, order, counts and
+// estimates (estimator_reuse.go). A new pending workload always means a
+// full one: it changes the pending mix every fragmentation-aware score
+// reads, and the one-head cycles. See BENCHMARKS.md for figures.
 package allocator
