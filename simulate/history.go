@@ -27,7 +27,7 @@ func (m jobMapping) history(h *Trace) ([]allocator.RuntimeSample, error) {
 		if !ok || j.requested <= 0 {
 			continue
 		}
-		out = append(out, allocator.RuntimeSample{Team: j.Team, Template: template(j), Requested: j.requested, Actual: j.Runtime})
+		out = append(out, j.runtimeSample())
 	}
 	return out, nil
 }

@@ -431,7 +431,7 @@ func (e *engine) handle(evs []allocator.Event) {
 			e.used -= j.gpus
 			e.running--
 			if s.preemptions == 0 && j.requested > 0 {
-				e.runtimes = append(e.runtimes, allocator.RuntimeSample{Team: j.Team, Template: template(j), Requested: j.requested, Actual: j.Runtime})
+				e.runtimes = append(e.runtimes, j.runtimeSample())
 			}
 		}
 	}
@@ -507,6 +507,11 @@ const arrivalWindow = 24 * time.Hour
 // template is what stands for a job's template in learning its runtime:
 // the duration it asked for.
 func template(j *job) string { return j.requested.String() }
+
+// runtimeSample is j as one finished run, for learning runtimes.
+func (j *job) runtimeSample() allocator.RuntimeSample {
+	return allocator.RuntimeSample{Team: j.Team, Template: template(j), Requested: j.requested, Actual: j.Runtime}
+}
 
 // sample records the cluster at t (after Advance to t).
 func (e *engine) sample(t time.Time) {
