@@ -71,6 +71,7 @@ func (s *Snapshot) add(w Workload) (int32, error) {
 		}
 	}
 	w.Admission = nil
+	w.Created = wall(w.Created)
 	cls := s.classFor(q, reqOf(&w), w.Topology, pin, cands)
 	if len(s.freeSlots) > 0 || (len(s.ws) > 0 && w.ID <= s.maxID) {
 		s.idOrder = false

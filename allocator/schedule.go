@@ -567,5 +567,5 @@ func (s *Snapshot) accrue(t time.Time) {
 	for q := range s.usage {
 		s.usage[q] = DecayUsage(s.usage[q], s.running[q], dt, s.c.Policy.HalfLife)
 	}
-	s.now = t
+	s.now = wall(t)
 }

@@ -188,7 +188,7 @@ func newEmpty(c *Cluster, ix *index, now time.Time) *Snapshot {
 	s := &Snapshot{
 		c:          c,
 		ix:         ix,
-		now:        now,
+		now:        wall(now),
 		byID:       map[string]int32{},
 		idOrder:    true,
 		nodeFree:   make([]int32, len(ix.nodes)),
@@ -422,8 +422,21 @@ func copyAdmission(a *Admission) *Admission {
 	}
 	c := *a
 	c.Nodes = slices.Clone(a.Nodes)
+	c.At = wall(c.At)
 	return &c
 }
+
+// wall strips t's monotonic clock reading. A snapshot keeps its times
+// without one: Now, every Created and every Admission.At. The
+// admission order, the admitted lists and the end heap compare the
+// wall-clock integers kept beside the slots, while some comparisons
+// (the counts ahead, the failure memo, the cycle's ties) compare the
+// times themselves. time.Time compares two times by their monotonic
+// readings when both have one and by the wall clock otherwise, so times
+// from the store (none) next to times of this process (with readings)
+// could be ordered one way here and the other way there if the wall
+// clock stepped. Kept wall-clock only, every comparison agrees.
+func wall(t time.Time) time.Time { return t.Round(0) }
 
 // candsFor lists the flavors a workload of queue q asking for req
 // (pinned to pin, or -1) may use, in the queue's order, skipping flavors
