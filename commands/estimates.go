@@ -215,6 +215,10 @@ func (s *Service) prepareOffers(c *call, snap *allocator.Snapshot, ests map[stri
 // one write section.
 var postChunk = 100
 
+// betweenChunks, when set (tests only), runs after each chunk's write
+// section but the last, before the next is entered.
+var betweenChunks func()
+
 // postEstimates saves and posts the estimates of queued requests that
 // moved materially, postChunk of them a write section (each section
 // commits its own), so that a pass that moves thousands (the first after
@@ -238,6 +242,9 @@ func (s *Service) postEstimates(c *call, snap *allocator.Snapshot, ests map[stri
 				}
 			}
 		}()
+		if betweenChunks != nil && len(moved) > 0 {
+			betweenChunks()
+		}
 	}
 }
 

@@ -51,3 +51,11 @@ func SetPostChunk(n int) (restore func()) {
 	postChunk = n
 	return func() { postChunk = old }
 }
+
+// SetBetweenChunks has fn run between a refresh's chunks of posts, until
+// the returned restore.
+func SetBetweenChunks(fn func()) (restore func()) {
+	old := betweenChunks
+	betweenChunks = fn
+	return func() { betweenChunks = old }
+}

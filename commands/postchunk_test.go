@@ -88,3 +88,51 @@ func TestMovedEstimatesArePostedInChunks(t *testing.T) {
 		t.Errorf("requests per commit in the refresh: %v, want %v (chunks of 3)", counted.counts, want)
 	}
 }
+
+// TestChunkLooksAgainAtItsRequests: a request cancelled while a refresh
+// posts its earlier chunks is not posted in its own chunk, nor saved
+// back as queued with the new estimate: each chunk reads its requests
+// again in its write section.
+func TestChunkLooksAgainAtItsRequests(t *testing.T) {
+	defer commands.SetPostChunk(3)()
+	en := &shiftedEngine{}
+	e := newEnv(t, parse(t, small), withEngine(en))
+	e.do("alice", "request 8xh100 for 4h")
+	e.do("alice", "request 8xh100 for 4h")
+	for range 7 { // r3 … r9, queued; chunks [r3 r4 r5] [r6 r7 r8] [r9]
+		e.do("alice", "request 8xh100 for 1h")
+	}
+	var cancelled []commands.Output
+	once := sync.Once{}
+	defer commands.SetBetweenChunks(func() {
+		once.Do(func() {
+			for _, id := range []string{"r7", "r9"} {
+				cancelled = append(cancelled, e.svc.Handle(e.ctx, commands.Input{User: "alice", Text: "cancel " + id})...)
+			}
+		})
+	})()
+	en.shift = 5 * time.Hour
+	e.svc.MarkEstimatesStale()
+	outs := e.svc.Settle(e.ctx)
+
+	posted := map[string]int{}
+	for _, o := range outs {
+		if o.To.Kind == commands.ToThread && strings.HasPrefix(text(o.Reply), "New estimate") {
+			posted[o.To.Request]++
+		}
+	}
+	for _, id := range []string{"r3", "r4", "r5", "r6", "r8"} {
+		if posted[id] == 0 {
+			t.Errorf("%s: no new estimate posted:\n%s", id, show(outs))
+		}
+	}
+	rs := e.requests()
+	for _, id := range []string{"r7", "r9"} {
+		if posted[id] > 0 {
+			t.Errorf("%s was cancelled before its chunk, but its new estimate was posted:\n%s", id, show(outs))
+		}
+		if r := rs[id]; r.State != records.StateCancelled {
+			t.Errorf("%s is %s in the store after the refresh, want cancelled (cancel said: %s)", id, r.State, show(cancelled))
+		}
+	}
+}
