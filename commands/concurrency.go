@@ -324,6 +324,12 @@ func (s *Service) setEstimates(ests map[string]allocator.Estimate, opts allocato
 	s.hypos.drop(nv.gen)
 }
 
+// clone is a copy of snap, counted.
+func (s *Service) clone(snap *allocator.Snapshot) *allocator.Snapshot {
+	s.copies.Add(1)
+	return snap.Clone()
+}
+
 // view returns the current view.
 func (s *Service) view() *view { return s.cur.Load() }
 
@@ -334,7 +340,7 @@ func (s *Service) snapshot(c *call) (*allocator.Snapshot, error) {
 		return c.snap, nil
 	}
 	if !c.writing {
-		c.snap = s.view().snap.Clone()
+		c.snap = s.clone(s.view().snap)
 		return c.snap, nil
 	}
 	snap, err := s.deps.Cluster.Snapshot(c.ctx)
