@@ -343,10 +343,29 @@ func (s *Service) snapshot(c *call) (*allocator.Snapshot, error) {
 		c.snap = s.clone(s.view().snap)
 		return c.snap, nil
 	}
+	s.copies.Add(1)
 	snap, err := s.deps.Cluster.Snapshot(c.ctx)
 	if err != nil {
 		return nil, err
 	}
 	c.snap = snap
 	return snap, nil
+}
+
+// readSnapshot is the cluster for c to read without filling caches (Now,
+// Cluster, Workloads, Capacity, Standing: see allocator's caveats): c's
+// own snapshot if it has read one; else, in a read, the view's; in a
+// write, the cluster's current state if it shares it (Sharer), without a
+// copy; else c's own (snapshot).
+func (s *Service) readSnapshot(c *call) (*allocator.Snapshot, error) {
+	switch {
+	case c.snap != nil:
+		return c.snap, nil
+	case !c.writing:
+		return s.view().snap, nil
+	}
+	if sh, ok := s.deps.Cluster.(Sharer); ok {
+		return sh.SharedSnapshot(c.ctx)
+	}
+	return s.snapshot(c)
 }

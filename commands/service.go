@@ -86,7 +86,7 @@ type Service struct {
 	// spotSims counts the spot offers' simulations (for tests).
 	spotSims atomic.Uint64
 	// copies counts the copies of the cluster's state the service made
-	// (clone; for tests).
+	// or asked the cluster for (clone, snapshot; for tests).
 	copies atomic.Uint64
 	// hypos shares what-ifs' simulations (hypothetical.go).
 	hypos hypotheticals
