@@ -44,7 +44,8 @@ type Stepper interface {
 // copying it (the simulated cluster): a snapshot that it never changes
 // afterwards, which the holder must not change either, nor call the
 // allocator's cache-filling methods on (they clone it). A view's
-// snapshot is such a one: reads and the refresher only clone it.
+// snapshot is such a one: reads and the refresher only clone it or read
+// it without filling caches (facts.go, readSnapshot).
 type Sharer interface {
 	SharedSnapshot(ctx context.Context) (*allocator.Snapshot, error)
 }
@@ -264,7 +265,7 @@ func (s *Service) flush(c *call) {
 // Kueue said then, and the latest estimates (of that snapshot or an
 // earlier one) with the options they were made with.
 type view struct {
-	snap  *allocator.Snapshot // never used directly: reads clone it
+	snap  *allocator.Snapshot // shared: reads clone it, or only read it (facts.go)
 	kueue KueueReport
 	ests  map[string]allocator.Estimate
 	opts  allocator.EstimateOptions
