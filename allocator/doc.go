@@ -337,6 +337,11 @@
 //   - Undo functions must be called in reverse order of the mutations,
 //     before any other mutation; a late or repeated call does nothing.
 //   - A Snapshot is not safe for concurrent use; clones are independent.
+//     The exceptions are its reads that fill no cache: Now, Cluster,
+//     Workload(s), Usage, Capacity, Standing and Clone may run at once
+//     on a snapshot that nobody changes; Fit, Diagnose, the preemption
+//     searches and the estimates fill caches in the snapshot they run
+//     on, so they need a snapshot of their own.
 //
 // # Performance
 //

@@ -129,7 +129,9 @@ func (s *Snapshot) fragTable(f int) []int64 {
 // Capacity reports, per flavor in Cluster order, totals, the largest
 // request that fits now at each topology level, and measure (a) of
 // fragmentation under mix (nil or empty: uniform over the sizes 1, 2, 4, 8
-// that are at most the flavor's GPUsPerNode).
+// that are at most the flavor's GPUsPerNode). It only reads s (no cache
+// is filled), so it may run on a snapshot nobody changes from several
+// goroutines at once.
 func (s *Snapshot) Capacity(mix Mix) []FlavorCapacity {
 	out := make([]FlavorCapacity, 0, len(s.ix.flavors))
 	for f := range s.ix.flavors {

@@ -3,6 +3,7 @@ package allocator
 import (
 	"fmt"
 	"math/bits"
+	"slices"
 	"time"
 )
 
@@ -44,6 +45,46 @@ func (s *Snapshot) Add(w Workload) (undo func(), err error) {
 			s.ws = s.ws[:len(s.ws)-1]
 		}
 	}), nil
+}
+
+// ScheduleWith adds w, pending, and runs Schedule: the question "what
+// would happen if w were submitted now", for what-ifs that ask it of
+// many workloads in turn on one copy of a snapshot. When the cycles
+// admitted nothing but w (or nothing at all), undo takes w out again and
+// puts back what its admission changed (the fair-sharing entry penalty),
+// so that s is as it was: the next question can be asked on it. When they
+// changed anything else (preempted or admitted other work), undo is nil
+// and s stays as it is. As with every undo function, it must be called
+// before any other mutation of s; reads (EstimateFor, Workload) may come
+// between. On an error s is unchanged.
+func (s *Snapshot) ScheduleWith(w Workload) (events []Event, undo func(), err error) {
+	before, usage, idOrder, maxID := s.ver, slices.Clone(s.usage), s.idOrder, s.maxID
+	recycled := len(s.freeSlots) > 0
+	slot, err := s.add(w)
+	if err != nil {
+		return nil, nil, err
+	}
+	s.ver++
+	events = s.Schedule()
+	for _, e := range events {
+		if e.ID != w.ID {
+			return events, nil, nil
+		}
+	}
+	after, done := s.ver, false
+	return events, func() {
+		if done || s.ver != after {
+			return
+		}
+		done = true
+		s.remove(slot)
+		if !recycled {
+			s.freeSlots = s.freeSlots[:len(s.freeSlots)-1]
+			s.ws = s.ws[:len(s.ws)-1]
+		}
+		copy(s.usage, usage)
+		s.idOrder, s.maxID, s.ver = idOrder, maxID, before
+	}, nil
 }
 
 // add validates and inserts w, returning its slot.

@@ -37,7 +37,8 @@ type QueueStanding struct {
 	Dominant *DominantShare
 }
 
-// Standing returns every queue's standing, in Cluster order.
+// Standing returns every queue's standing, in Cluster order. Like
+// Capacity it only reads s.
 func (s *Snapshot) Standing() []QueueStanding {
 	out := make([]QueueStanding, len(s.ix.queues))
 	dom := s.DominantShares()

@@ -158,7 +158,7 @@ func (s *Service) cardWith(c *call, r records.Request, snap *allocator.Snapshot,
 
 // ifSubmitted estimates r as if it were submitted now.
 func (s *Service) ifSubmitted(c *call, snap *allocator.Snapshot, r records.Request) (string, bool) {
-	sim := snap.Clone()
+	sim := s.clone(snap)
 	w := s.workload(r)
 	w.Created = c.now
 	if _, err := sim.Add(w); err != nil {

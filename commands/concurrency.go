@@ -44,7 +44,8 @@ type Stepper interface {
 // copying it (the simulated cluster): a snapshot that it never changes
 // afterwards, which the holder must not change either, nor call the
 // allocator's cache-filling methods on (they clone it). A view's
-// snapshot is such a one: reads and the refresher only clone it.
+// snapshot is such a one: reads and the refresher only clone it or read
+// it without filling caches (facts.go, readSnapshot).
 type Sharer interface {
 	SharedSnapshot(ctx context.Context) (*allocator.Snapshot, error)
 }
@@ -264,7 +265,7 @@ func (s *Service) flush(c *call) {
 // Kueue said then, and the latest estimates (of that snapshot or an
 // earlier one) with the options they were made with.
 type view struct {
-	snap  *allocator.Snapshot // never used directly: reads clone it
+	snap  *allocator.Snapshot // shared: reads clone it, or only read it (facts.go)
 	kueue KueueReport
 	ests  map[string]allocator.Estimate
 	opts  allocator.EstimateOptions
@@ -324,6 +325,12 @@ func (s *Service) setEstimates(ests map[string]allocator.Estimate, opts allocato
 	s.hypos.drop(nv.gen)
 }
 
+// clone is a copy of snap, counted.
+func (s *Service) clone(snap *allocator.Snapshot) *allocator.Snapshot {
+	s.copies.Add(1)
+	return snap.Clone()
+}
+
 // view returns the current view.
 func (s *Service) view() *view { return s.cur.Load() }
 
@@ -334,13 +341,32 @@ func (s *Service) snapshot(c *call) (*allocator.Snapshot, error) {
 		return c.snap, nil
 	}
 	if !c.writing {
-		c.snap = s.view().snap.Clone()
+		c.snap = s.clone(s.view().snap)
 		return c.snap, nil
 	}
+	s.copies.Add(1)
 	snap, err := s.deps.Cluster.Snapshot(c.ctx)
 	if err != nil {
 		return nil, err
 	}
 	c.snap = snap
 	return snap, nil
+}
+
+// readSnapshot is the cluster for c to read without filling caches (Now,
+// Cluster, Workloads, Capacity, Standing: see allocator's caveats): c's
+// own snapshot if it has read one; else, in a read, the view's; in a
+// write, the cluster's current state if it shares it (Sharer), without a
+// copy; else c's own (snapshot).
+func (s *Service) readSnapshot(c *call) (*allocator.Snapshot, error) {
+	switch {
+	case c.snap != nil:
+		return c.snap, nil
+	case !c.writing:
+		return s.view().snap, nil
+	}
+	if sh, ok := s.deps.Cluster.(Sharer); ok {
+		return sh.SharedSnapshot(c.ctx)
+	}
+	return s.snapshot(c)
 }

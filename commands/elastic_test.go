@@ -365,3 +365,57 @@ func TestSpotOfferSimulatedOncePerRequest(t *testing.T) {
 		t.Errorf("%d spot simulations for a request that starts soon (no offer), want 0", n)
 	}
 }
+
+// TestRefreshSpotOffersShareOneCopy: a refresh that re-posts the cards of
+// several waiting requests works out each one's spot start on one copy
+// of the cluster, and each as if it were the only one: every card says
+// spot starts now, though the spot nodes hold one of them only.
+func TestRefreshSpotOffersShareOneCopy(t *testing.T) {
+	en := &shiftedEngine{}
+	e := newEnv(t, parse(t, elasticSmall), withElastic(elasticSim), withEngine(en))
+	check(t, e.do("bob", "/gpu request 16xh100 for 6h"), want{"sender", "r1 running"})
+	ids := []string{"r2", "r3", "r4"}
+	for _, id := range ids {
+		check(t, e.do("alice", "/gpu request 16xh100 for 2h"), want{"channel #nlp " + id, "spot (spot): now"})
+	}
+	en.shift = 5 * time.Hour
+	sims, copies := e.svc.SpotSimulations(), e.svc.SnapshotCopies()
+	e.svc.MarkEstimatesStale()
+	outs := e.svc.Settle(e.ctx)
+	for _, id := range ids {
+		check(t, outs, want{"card " + id, "spot (spot): now"})
+	}
+	if n := e.svc.SpotSimulations() - sims; n != uint64(len(ids)) {
+		t.Errorf("%d spot simulations for %d re-posted cards, want one each", n, len(ids))
+	}
+	if n := e.svc.SnapshotCopies() - copies; n != 2 {
+		t.Errorf("the refresh made %d copies of the cluster, want 2 (its own, and one for all its spot simulations)", n)
+	}
+}
+
+// TestSpotOfferAfterAPreemptingOneIsFresh: a spot simulation that starts
+// its request by preempting others leaves the copy it ran on changed; the
+// next card's simulation runs on a fresh one (and also starts at once).
+func TestSpotOfferAfterAPreemptingOneIsFresh(t *testing.T) {
+	en := &shiftedEngine{}
+	e := newEnv(t, parse(t, elasticSmall), withElastic(elasticSim), withEngine(en))
+	check(t, e.do("bob", "/gpu request 16xh100 for 6h"), want{"sender", "r1 running"})
+	for _, id := range []string{"r2", "r3"} { // low-priority work fills the spot nodes
+		e.do("alice", "/gpu request 8xh100 for 6h priority low")
+		check(t, e.press("alice", commands.VerbSwitch, id, "spot"), want{"sender", "Switched " + id + " to spot."})
+	}
+	ids := []string{"r4", "r5"}
+	for range ids {
+		e.do("alice", "/gpu request 16xh100 for 2h")
+	}
+	en.shift = 5 * time.Hour
+	copies := e.svc.SnapshotCopies()
+	e.svc.MarkEstimatesStale()
+	outs := e.svc.Settle(e.ctx)
+	for _, id := range ids {
+		check(t, outs, want{"card " + id, "spot (spot): now"})
+	}
+	if n := e.svc.SnapshotCopies() - copies; n != uint64(1+len(ids)) {
+		t.Errorf("the refresh made %d copies of the cluster, want %d (its own, and one for each of %d spot simulations that preempted)", n, 1+len(ids), len(ids))
+	}
+}

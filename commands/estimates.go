@@ -181,7 +181,7 @@ func (s *Service) refresh(ctx context.Context) (outs []Output) {
 	c := &call{ctx: ctx, now: s.deps.Clock.Now(), who: &Person{Name: "gpubot"}}
 	defer s.recovered(c, "refreshing estimates", func(string) { outs = nil })
 	v := s.view()
-	snap := v.snap.Clone()
+	snap := s.clone(v.snap)
 	opts := s.estimateOptions(c)
 	ests := s.computeEstimates(snap, opts)
 	s.setEstimates(ests, opts, s.requestMix(c), c.now, v.snap)

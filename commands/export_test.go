@@ -20,6 +20,10 @@ func (s *Service) MarkEstimatesStale() { s.estimates.changed() }
 // SpotSimulations is how many simulations the spot offers have made.
 func (s *Service) SpotSimulations() uint64 { return s.spotSims.Load() }
 
+// SnapshotCopies is how many copies of the cluster's state the service
+// has made.
+func (s *Service) SnapshotCopies() uint64 { return s.copies.Load() }
+
 // WhatIfSimulations is how many simulations what-ifs have made.
 func (s *Service) WhatIfSimulations() uint64 { return s.hypos.sims.Load() }
 

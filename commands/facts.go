@@ -12,36 +12,27 @@ import (
 // once per view and shared by every read of it: a view never changes,
 // so neither do they. Capacity's table (per flavor, against the view's
 // request mix, and bare) and the queues' standing (usage's table) are
-// computed at the first read that needs them, on one copy of the
-// snapshot made for the view (the allocator's methods may fill caches
-// in the snapshot they run on, so reads never call them on the view's
-// own). A new view (publish, setEstimates) starts with no facts.
+// computed at the first read that needs them, on the view's snapshot
+// itself: Capacity and Standing only read a snapshot (they fill no
+// cache), so they may run on the shared one, beside readers cloning it.
+// A new view (publish, setEstimates) starts with no facts.
 type viewFacts struct {
 	// computed counts the facts computed, for all views (for tests).
 	computed *atomic.Uint64
 	mu       sync.Mutex
-	snap     *allocator.Snapshot // the copy the facts are computed on; nil until needed
 	capacity *[]allocator.FlavorCapacity
 	bare     *[]allocator.FlavorCapacity
 	standing *[]allocator.QueueStanding
 }
 
-// copyOf is the facts' copy of snap, made at the first need (held).
-func (f *viewFacts) copyOf(snap *allocator.Snapshot) *allocator.Snapshot {
-	if f.snap == nil {
-		f.snap = snap.Clone()
-	}
-	return f.snap
-}
-
-// once returns *slot, computing it with fn on the facts' copy of snap
-// the first time.
+// once returns *slot, computing it with fn on snap (a view's: fn must
+// only read it) the first time.
 func once[T any](f *viewFacts, slot **[]T, snap *allocator.Snapshot, fn func(*allocator.Snapshot) []T) []T {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if *slot == nil {
 		f.computed.Add(1)
-		v := fn(f.copyOf(snap))
+		v := fn(snap)
 		*slot = &v
 	}
 	return **slot

@@ -44,14 +44,18 @@ func TestReadsShareTheirViewsFacts(t *testing.T) {
 		return read(svc, cmd)
 	}
 	// same reads cmd twice from one view: the second computes nothing,
-	// and both answer what a fresh service does.
+	// and both answer what a fresh service does; the facts are computed
+	// on the view's snapshot, not a copy of it.
 	same := func(cmd string) string {
 		t.Helper()
-		before := e.svc.FactsComputed()
+		before, copies := e.svc.FactsComputed(), e.svc.SnapshotCopies()
 		first := read(e.svc, cmd)
 		computed := e.svc.FactsComputed()
 		if computed == before {
 			t.Fatalf("%s computed no facts from a new view", cmd)
+		}
+		if n := e.svc.SnapshotCopies() - copies; n != 0 {
+			t.Errorf("%s made %d copies of the cluster to compute its facts, want none", cmd, n)
 		}
 		if again := read(e.svc, cmd); again != first {
 			t.Errorf("%s twice from one view:\n%s\n---\n%s", cmd, first, again)

@@ -141,16 +141,20 @@ func (s *Service) hypothetical(c *call, r records.Request) (hypoOutcome, error) 
 			return hypoOutcome{}, err
 		}
 		s.hypos.sims.Add(1)
-		return s.simulateHypothetical(c, snap, snap.Clone(), r, s.viewOptions(c)), nil
+		return s.simulateHypothetical(c, snap, s.clone(snap), r, s.viewOptions(c)), nil
 	}
 	return s.hypos.get(v.gen, hypoKeyOf(r), func() hypoOutcome {
-		// The view's snapshot is shared: only copies are worked on.
-		return s.simulateHypothetical(c, v.estSnap.Clone(), v.estSnap.Clone(), r, v.opts)
+		// The view's snapshot is shared: only a copy is worked on, one
+		// for both: the approval rules read it before r is added.
+		sim := s.clone(v.estSnap)
+		return s.simulateHypothetical(c, sim, sim, r, v.opts)
 	}), nil
 }
 
 // simulateHypothetical works out r's outcome: snap is the cluster as it
-// is (for the approval rules), sim a copy of it to add r to.
+// is (for the approval rules), sim a copy of it to add r to; they may be
+// one snapshot, which is then as it is until the rules are worked out
+// (they come first, and only fill caches).
 func (s *Service) simulateHypothetical(c *call, snap, sim *allocator.Snapshot, r records.Request, opts allocator.EstimateOptions) hypoOutcome {
 	var out hypoOutcome
 	if out.never = s.never(c, snap, r, false); out.never != "" {

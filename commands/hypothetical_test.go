@@ -36,10 +36,14 @@ func TestWhatIfSharedPerGeneration(t *testing.T) {
 		}
 		return text(outs[0].Reply)
 	}
+	copies := e.svc.SnapshotCopies()
 	alice := ask("alice", "whatif 16xh100 for 2h")
 	bob := ask("bob", "whatif 16xh100 for 2h team nlp")
 	if n := sims() - before; n != 1 {
 		t.Errorf("%d simulations for two identical what-ifs, want 1 (shared)", n)
+	}
+	if n := e.svc.SnapshotCopies() - copies; n != 1 {
+		t.Errorf("the shared simulation made %d copies of the cluster, want 1 (its approval rules read the copy it adds to)", n)
 	}
 	if !strings.Contains(alice, "would be queued") || !strings.Contains(alice, "from bob") {
 		t.Errorf("alice's answer lacks the queue or bob's approval:\n%s", alice)

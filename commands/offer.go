@@ -156,15 +156,24 @@ func (s *Service) optionStart(c *call, snap *allocator.Snapshot, r records.Reque
 }
 
 // spotStart is when w, r on a spot flavor, would start: a scheduling
-// cycle and an estimate on a copy of snap with w in it.
+// cycle and an estimate on a copy of snap with w in it. The copy is the
+// call's, kept from one simulation to the next while each admits only its
+// own w, which ScheduleWith's undo then takes out again: a refresh's
+// offers on many cards make one copy of the cluster, not one each.
 func (s *Service) spotStart(c *call, snap *allocator.Snapshot, w allocator.Workload, o *option) {
 	s.spotSims.Add(1)
-	sim := snap.Clone()
-	if _, err := sim.Add(w); err != nil {
+	sim := c.whatIf.of(s, snap)
+	events, undo, err := sim.ScheduleWith(w)
+	if err != nil {
 		o.blocked = "the cluster has no such flavor for " + w.Queue
 		return
 	}
-	for _, ev := range sim.Schedule() {
+	if undo != nil {
+		defer undo()
+	} else {
+		c.whatIf = whatIfCopy{} // it admitted or preempted others: not reusable
+	}
+	for _, ev := range events {
 		if ev.Kind == allocator.EventAdmitted && ev.ID == w.ID {
 			o.start, o.startAt = "now", c.now
 			return
@@ -177,6 +186,23 @@ func (s *Service) spotStart(c *call, snap *allocator.Snapshot, w allocator.Workl
 	}
 	o.start = s.window(e.Earliest, e.Latest)
 	o.startAt = e.Earliest.Add(e.Latest.Sub(e.Earliest) / 2)
+}
+
+// whatIfCopy is a call's copy of one snapshot for what-ifs, kept as long
+// as each what-if puts it back as it was (ScheduleWith's undo). The
+// snapshot it copies is one the service never changes (a view's, a
+// write's or a refresh's: only copies of them are changed), so the copy
+// stays a copy of it.
+type whatIfCopy struct {
+	base, sim *allocator.Snapshot
+}
+
+// of is the copy of snap, made if the one kept is not of snap.
+func (w *whatIfCopy) of(s *Service, snap *allocator.Snapshot) *allocator.Snapshot {
+	if w.base != snap || w.sim == nil {
+		w.base, w.sim = snap, s.clone(snap)
+	}
+	return w.sim
 }
 
 // prepareOffer works out r's starts on its team's spot flavors ahead, for

@@ -18,7 +18,9 @@ func (s *Service) request(c *call, spec RequestSpec) {
 		c.private(plain(problem, contextBlock("Example: "+s.requestExample(c.who))))
 		return
 	}
-	snap, err := s.snapshot(c)
+	// Deciding reads the cluster's time and quotas (never); only the
+	// borrowing rule fits r on it (a copy of its own, then).
+	snap, err := s.readSnapshot(c)
 	if err != nil {
 		s.failed(c, "reading the cluster", err)
 		return
@@ -40,6 +42,12 @@ func (s *Service) request(c *call, spec RequestSpec) {
 	}
 	r.ID = id
 	r.Channel = s.channelOf(r.Team)
+	if s.set.Approval.Borrowing {
+		if snap, err = s.snapshot(c); err != nil {
+			s.failed(c, "reading the cluster", err)
+			return
+		}
+	}
 	r.Approval = s.approvalNeeds(snap, r)
 	detail := describe(r)
 	if len(r.Approval) > 0 && !s.canApprove(c.who, r.Team) {
@@ -392,7 +400,9 @@ func (s *Service) reservedFlavors(q allocator.Queue) []string {
 	return out
 }
 
-// approvalNeeds lists why r needs approval under the rules.
+// approvalNeeds lists why r needs approval under the rules. Only the
+// borrowing rule reads snap, and fits r on it: a snapshot of the caller's
+// own then, not a shared one.
 func (s *Service) approvalNeeds(snap *allocator.Snapshot, r records.Request) []string {
 	rules := s.set.Approval
 	var why []string

@@ -85,6 +85,9 @@ type Service struct {
 	early atomic.Pointer[func(context.Context, []Output)]
 	// spotSims counts the spot offers' simulations (for tests).
 	spotSims atomic.Uint64
+	// copies counts the copies of the cluster's state the service made
+	// or asked the cluster for (clone, snapshot; for tests).
+	copies atomic.Uint64
 	// hypos shares what-ifs' simulations (hypothetical.go).
 	hypos hypotheticals
 	// background counts the refreshers running (RunEstimates), refreshing
@@ -283,6 +286,9 @@ type call struct {
 	// the reply to its requester share one simulation, made outside the
 	// write section when the call can.
 	spot map[string]option
+	// whatIf is the copy of a snapshot the spot offers' simulations
+	// run on, kept between them (see spotStart).
+	whatIf whatIfCopy
 }
 
 func (c *call) private(r Reply)  { c.outs = append(c.outs, private(r)) }

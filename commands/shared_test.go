@@ -91,3 +91,35 @@ func placed(s *allocator.Snapshot) []string {
 	}
 	return out
 }
+
+// TestRequestDecidesWithoutACopy: a request command decides (can it ever
+// run, does it need approval) on the cluster's current state itself, and
+// copies it only after submitting (for a queued request's own estimate,
+// outside the write section, and again after it, for its card; for a
+// running one's card); with the borrowing rule, which fits the request on
+// the cluster, it copies it to decide too.
+func TestRequestDecidesWithoutACopy(t *testing.T) {
+	for name, tc := range map[string]struct {
+		yaml   string
+		user   string
+		copies uint64
+		want   want
+	}{
+		"no borrowing rule": {small, "alice", 2, want{"channel #nlp r3", "r3 queued: starts in"}},
+		// nlp borrows vision's free GPUs: a lead approves his own.
+		"borrowing rule": {pooled, "bob", 2, want{"channel #nlp r3", "r3 running"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, parse(t, tc.yaml))
+			e.do("alice", "request 8xh100 for 4h")
+			e.do("alice", "request 8xh100 for 4h") // nlp's quota is full
+			before := e.svc.SnapshotCopies()
+			outs := e.svc.Handle(e.ctx, commands.Input{User: tc.user, Text: "request 8xh100 for 1h"})
+			check(t, outs, tc.want)
+			if n := e.svc.SnapshotCopies() - before; n != tc.copies {
+				t.Errorf("a request command copied the cluster %d times, want %d", n, tc.copies)
+			}
+			check(t, e.do("alice", "request 1000xh100 for 1h"), want{"sender", "can never be admitted"})
+		})
+	}
+}

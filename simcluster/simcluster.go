@@ -138,6 +138,11 @@ type Cluster struct {
 	pending  *unsaved          // what the last Unsaved returned, made the baseline by Saved
 	c        *allocator.Cluster
 	el       elasticState
+	// held is the current state with the held work added (withHeld),
+	// made for SharedSnapshot once per current snap (heldOf) and handed
+	// out like snap itself: snap and el are only ever replaced, together,
+	// never changed, so it stays right until snap is replaced.
+	held, heldOf *allocator.Snapshot
 }
 
 // New loads the saved state, or starts an empty cluster at the clock's
@@ -257,10 +262,11 @@ func (c *Cluster) Snapshot(ctx context.Context) (*allocator.Snapshot, error) {
 	return withHeld(c.snap, c.el), nil
 }
 
-// SharedSnapshot returns the current state without copying it (unless
-// provisioned work is held, which a copy adds): the cluster never changes
-// a state once it is current, since a change works on a copy and then
-// replaces it (change), so the snapshot stays as it was handed out. The
+// SharedSnapshot returns the current state without copying it (with
+// provisioned work held, a copy that adds it, made once for each current
+// state): the cluster never changes a state once it is current, since a
+// change works on a copy and then replaces it (change), so the snapshot
+// stays as it was handed out. The
 // caller must not change it either, nor call on it the allocator's
 // methods that fill caches in the snapshot they run on (Fit, Diagnose,
 // ProposeVictims, ...): it clones it for those. Cloning it and reading
@@ -268,10 +274,13 @@ func (c *Cluster) Snapshot(ctx context.Context) (*allocator.Snapshot, error) {
 func (c *Cluster) SharedSnapshot(ctx context.Context) (*allocator.Snapshot, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.el.Held) > 0 {
-		return withHeld(c.snap, c.el), nil
+	if len(c.el.Held) == 0 {
+		return c.snap, nil
 	}
-	return c.snap, nil
+	if c.heldOf != c.snap {
+		c.held, c.heldOf = withHeld(c.snap, c.el), c.snap
+	}
+	return c.held, nil
 }
 
 // Now is the simulated cluster's own time: the last time it caught up to.
