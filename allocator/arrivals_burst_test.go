@@ -63,3 +63,28 @@ func TestBurstStartEvidence(t *testing.T) {
 		t.Errorf("one arrival: %v; want it", got)
 	}
 }
+
+// TestBurstStartThreshold pins burstEvidence between 2.53 and 3.70 nats:
+// twelve arrivals five minutes apart, then arrivals 30 s apart. With two
+// of those the best change point (the twelfth arrival) is 2.53 nats more
+// likely than one steady rate: not a burst. With three it is 3.70: the
+// burst began at the twelfth arrival.
+func TestBurstStartThreshold(t *testing.T) {
+	arrivals := func(fast int) []time.Time {
+		var ts []time.Time
+		for i := range 12 {
+			ts = append(ts, t0.Add(time.Duration(i)*5*time.Minute))
+		}
+		for k := range fast {
+			ts = append(ts, ts[11].Add(time.Duration(k+1)*30*time.Second))
+		}
+		return ts
+	}
+	two, three := arrivals(2), arrivals(3)
+	if got := burstStart(two, two[0], two[len(two)-1]); !got.Equal(two[0]) {
+		t.Errorf("two fast arrivals (2.53 nats): burst began %v; want none, the first arrival %v", got, two[0])
+	}
+	if got := burstStart(three, three[0], three[len(three)-1]); !got.Equal(three[11]) {
+		t.Errorf("three fast arrivals (3.70 nats): burst began %v; want the twelfth arrival %v", got, three[11])
+	}
+}
