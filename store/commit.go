@@ -143,19 +143,6 @@ func (db *DB) Outbox(ctx context.Context) ([]records.Outbound, error) {
 	return out, nil
 }
 
-// Delivered removes outbox message seq: the chat platform confirmed it
-// (or it was given up). Removing one that is gone is harmless.
-func (db *DB) Delivered(ctx context.Context, seq uint64) error {
-	if err := db.ready(ctx); err != nil {
-		return err
-	}
-	err := db.update(func(tx *bolt.Tx) error { return tx.Bucket(bucketOutbox).Delete(seqKey(seq)) })
-	if err != nil {
-		return fmt.Errorf("removing outbox message %d: %w", seq, err)
-	}
-	return nil
-}
-
 // NextZombieID returns a new zombie ID ("z1", "z2", …) for a zombie to be
 // committed later. It never returns the same ID twice; an ID whose
 // zombie is never committed is skipped.

@@ -80,6 +80,11 @@ type DB struct {
 	// held to hand out the next).
 	idMu sync.Mutex
 	ids  atomic.Uint64
+	// delivered gathers the outbox removals (Delivered) that arrive
+	// while one is being written, for the next write.
+	delivered deliveredQueue
+	// writes counts the write transactions begun (for tests).
+	writes atomic.Uint64
 }
 
 type options struct {
@@ -240,6 +245,7 @@ func (db *DB) update(fn func(tx *bolt.Tx) error) error {
 	if db.readOnly {
 		return ErrReadOnly
 	}
+	db.writes.Add(1)
 	return db.guard(func() error {
 		return db.bolt.Update(func(tx *bolt.Tx) error {
 			if err := fn(tx); err != nil {

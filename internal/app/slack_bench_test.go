@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -203,6 +204,13 @@ func BenchmarkSlackAckLatency(b *testing.B) {
 		b.Fatalf("%d acks for %d commands", len(acks), b.N)
 	}
 	// One person's commands are answered in order, one answer each.
+	began := time.Now()
+	for _, cmds := range byUser {
+		if len(cmds) > 0 && cmds[0].Before(began) {
+			began = cmds[0]
+		}
+	}
+	slowBySecond := map[int]int{} // answers over 500 ms, by the second of the run they were sent in
 	for u, cmds := range byUser {
 		got := fake.Ephemerals(u)[answersBefore[u]:]
 		if len(got) != len(cmds) {
@@ -211,6 +219,9 @@ func BenchmarkSlackAckLatency(b *testing.B) {
 		for i, m := range got {
 			ms := float64(m.PostedAt.Sub(cmds[i])) / float64(time.Millisecond)
 			answers = append(answers, ms)
+			if ms > 500 {
+				slowBySecond[int(cmds[i].Sub(began).Seconds())]++
+			}
 			if strings.HasPrefix(m.Text, "gpubot is very busy") {
 				refused++
 			}
@@ -253,6 +264,14 @@ func BenchmarkSlackAckLatency(b *testing.B) {
 		quantile(acks, 0.5), quantile(acks, 0.99), quantile(acks, 1), quantile(answers, 0.5), quantile(answers, 0.99),
 		quantile(reads, 0.99), quantile(requests, 0.5), quantile(requests, 0.99),
 		quantile(estimated, 0.5), quantile(estimated, 0.99), len(estimated), len(asked), refused, b.N, cpu, peakRSS())
+	if len(slowBySecond) > 0 {
+		secs := stdslices.Sorted(maps.Keys(slowBySecond))
+		var parts []string
+		for _, sec := range secs {
+			parts = append(parts, fmt.Sprintf("%ds:%d", sec, slowBySecond[sec]))
+		}
+		b.Logf("answers over 500 ms, by the second of the run they were sent in: %s", strings.Join(parts, " "))
+	}
 	if len(estimated) != len(asked) {
 		b.Errorf("%d of %d request cards never showed an estimate", len(asked)-len(estimated), len(asked))
 	}
