@@ -87,8 +87,9 @@
 //	outbox         8-byte big-endian sequence (1, 2, …) → records.Outbound as
 //	               JSON: a message gpubot means to send, written in the same
 //	               transaction as the decision that causes it (Commit) and
-//	               removed once the chat platform confirmed it (Delivered).
-//	               The bucket's sequence is the last one given.
+//	               removed once the chat platform confirmed it (Delivered;
+//	               removals that arrive while one is written share the
+//	               next write). The bucket's sequence is the last one given.
 //	inbox          delivery key → records.Inbound as JSON: a delivery from the
 //	               chat platform, stored before it is acked (Receive) and
 //	               removed with the decision it led to (Commit) or once
