@@ -55,12 +55,8 @@ func TestMovedEstimatesArePostedInChunks(t *testing.T) {
 	e := newEnv(t, parse(t, small), withEngine(en), func(o *envOptions) {
 		o.commit = func(c commands.Committer) commands.Committer { counted.Committer = c; return counted }
 	})
-	e.do("alice", "request 8xh100 for 4h")
-	e.do("alice", "request 8xh100 for 4h")
 	const queued = 7
-	for range queued {
-		e.do("alice", "request 8xh100 for 1h")
-	}
+	twoRunningSevenQueued(e)
 	en.shift = 5 * time.Hour
 	counted.mu.Lock()
 	counted.on = true
@@ -68,12 +64,7 @@ func TestMovedEstimatesArePostedInChunks(t *testing.T) {
 	e.svc.MarkEstimatesStale()
 	outs := e.svc.Settle(e.ctx)
 
-	posted := map[string]int{}
-	for _, o := range outs {
-		if o.To.Kind == commands.ToThread && strings.HasPrefix(text(o.Reply), "New estimate") {
-			posted[o.To.Request]++
-		}
-	}
+	posted := newEstimatesPosted(outs)
 	if len(posted) != queued {
 		t.Errorf("new estimates posted for %d requests, want %d:\n%s", len(posted), queued, show(outs))
 	}
@@ -97,11 +88,7 @@ func TestChunkLooksAgainAtItsRequests(t *testing.T) {
 	defer commands.SetPostChunk(3)()
 	en := &shiftedEngine{}
 	e := newEnv(t, parse(t, small), withEngine(en))
-	e.do("alice", "request 8xh100 for 4h")
-	e.do("alice", "request 8xh100 for 4h")
-	for range 7 { // r3 … r9, queued; chunks [r3 r4 r5] [r6 r7 r8] [r9]
-		e.do("alice", "request 8xh100 for 1h")
-	}
+	twoRunningSevenQueued(e) // r3 … r9 queued; chunks [r3 r4 r5] [r6 r7 r8] [r9]
 	var cancelled []commands.Output
 	once := sync.Once{}
 	defer commands.SetBetweenChunks(func() {
@@ -115,12 +102,7 @@ func TestChunkLooksAgainAtItsRequests(t *testing.T) {
 	e.svc.MarkEstimatesStale()
 	outs := e.svc.Settle(e.ctx)
 
-	posted := map[string]int{}
-	for _, o := range outs {
-		if o.To.Kind == commands.ToThread && strings.HasPrefix(text(o.Reply), "New estimate") {
-			posted[o.To.Request]++
-		}
-	}
+	posted := newEstimatesPosted(outs)
 	for _, id := range []string{"r3", "r4", "r5", "r6", "r8"} {
 		if posted[id] == 0 {
 			t.Errorf("%s: no new estimate posted:\n%s", id, show(outs))
@@ -135,4 +117,26 @@ func TestChunkLooksAgainAtItsRequests(t *testing.T) {
 			t.Errorf("%s is %s in the store after the refresh, want cancelled (cancel said: %s)", id, r.State, show(cancelled))
 		}
 	}
+}
+
+// twoRunningSevenQueued has alice fill the small cluster (r1, r2) and
+// queue seven more (r3 … r9).
+func twoRunningSevenQueued(e *env) {
+	e.do("alice", "request 8xh100 for 4h")
+	e.do("alice", "request 8xh100 for 4h")
+	for range 7 {
+		e.do("alice", "request 8xh100 for 1h")
+	}
+}
+
+// newEstimatesPosted counts, per request, the "New estimate" posts in its
+// thread among outs.
+func newEstimatesPosted(outs []commands.Output) map[string]int {
+	posted := map[string]int{}
+	for _, o := range outs {
+		if o.To.Kind == commands.ToThread && strings.HasPrefix(text(o.Reply), "New estimate") {
+			posted[o.To.Request]++
+		}
+	}
+	return posted
 }
