@@ -379,7 +379,7 @@ func TestRefreshSpotOffersShareOneCopy(t *testing.T) {
 		check(t, e.do("alice", "/gpu request 16xh100 for 2h"), want{"channel #nlp " + id, "spot (spot): now"})
 	}
 	en.shift = 5 * time.Hour
-	sims, copies := e.svc.SpotSimulations(), e.svc.SnapshotCopies()
+	sims, copies, bares := e.svc.SpotSimulations(), e.svc.SnapshotCopies(), e.svc.BareSnapshots()
 	e.svc.MarkEstimatesStale()
 	outs := e.svc.Settle(e.ctx)
 	for _, id := range ids {
@@ -390,6 +390,9 @@ func TestRefreshSpotOffersShareOneCopy(t *testing.T) {
 	}
 	if n := e.svc.SnapshotCopies() - copies; n != 2 {
 		t.Errorf("the refresh made %d copies of the cluster, want 2 (its own, and one for all its spot simulations)", n)
+	}
+	if n := e.svc.BareSnapshots() - bares; n != 1 {
+		t.Errorf("the refresh's offers made %d empty snapshots of the cluster for %d cards, want 1", n, len(ids))
 	}
 }
 

@@ -24,6 +24,10 @@ func (s *Service) SpotSimulations() uint64 { return s.spotSims.Load() }
 // has made.
 func (s *Service) SnapshotCopies() uint64 { return s.copies.Load() }
 
+// BareSnapshots is how many empty snapshots the elastic offers' checks
+// have made.
+func (s *Service) BareSnapshots() uint64 { return s.bares.Load() }
+
 // WhatIfSimulations is how many simulations what-ifs have made.
 func (s *Service) WhatIfSimulations() uint64 { return s.hypos.sims.Load() }
 

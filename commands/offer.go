@@ -115,22 +115,27 @@ func (s *Service) optionStart(c *call, snap *allocator.Snapshot, r records.Reque
 	}
 	w := s.workload(r)
 	w.ID, w.Flavor, w.Created = r.ID+"~"+o.terms.Flavor, o.terms.Flavor, c.now
-	if _, err := allocator.NewSnapshot(snap.Cluster(), snap.Now(), []allocator.Workload{w}, nil); err != nil {
+	empty, err := c.bare.of(s, snap)
+	if err == nil {
+		var undo func()
+		if undo, err = empty.Add(w); err == nil {
+			undo()
+		}
+	}
+	if err != nil {
 		o.blocked = "the cluster has no such flavor for " + r.Team
 		return
 	}
-	if empty, err := allocator.NewSnapshot(snap.Cluster(), snap.Now(), nil, nil); err == nil {
-		switch _, never := empty.Fit(w); {
-		case never == allocator.ReasonQuota || never == allocator.ReasonCohort:
-			o.blocked = fmt.Sprintf("more than %s may use of %s even with borrowing", r.Team, o.terms.Flavor)
-			return
-		case never == allocator.ReasonTopology && o.terms.Capacity == CapacitySpot:
-			o.blocked = fmt.Sprintf("no one %s of %s nodes holds %d GPUs", r.Topology, o.terms.Flavor, r.GPUs)
-			return
-		case never != allocator.ReasonNone && o.terms.Capacity == CapacitySpot:
-			o.blocked = fmt.Sprintf("the %s nodes have fewer than %d GPUs in all", o.terms.Flavor, r.GPUs)
-			return
-		}
+	switch _, never := empty.Fit(w); {
+	case never == allocator.ReasonQuota || never == allocator.ReasonCohort:
+		o.blocked = fmt.Sprintf("more than %s may use of %s even with borrowing", r.Team, o.terms.Flavor)
+		return
+	case never == allocator.ReasonTopology && o.terms.Capacity == CapacitySpot:
+		o.blocked = fmt.Sprintf("no one %s of %s nodes holds %d GPUs", r.Topology, o.terms.Flavor, r.GPUs)
+		return
+	case never != allocator.ReasonNone && o.terms.Capacity == CapacitySpot:
+		o.blocked = fmt.Sprintf("the %s nodes have fewer than %d GPUs in all", o.terms.Flavor, r.GPUs)
+		return
 	}
 	if o.terms.Capacity == CapacityProvisioned {
 		// Fit leaves snap as it is and needs no copy with w in it (a copy
@@ -186,6 +191,30 @@ func (s *Service) spotStart(c *call, snap *allocator.Snapshot, w allocator.Workl
 	}
 	o.start = s.window(e.Earliest, e.Latest)
 	o.startAt = e.Earliest.Add(e.Latest.Sub(e.Earliest) / 2)
+}
+
+// bareCluster is an empty snapshot of one cluster at one time, made once
+// a call: whether a flavor takes a request (Add, undone at once) and
+// whether the request could ever fit there (Fit on the empty cluster)
+// read nothing else, and a refresh asks both for every card it posts,
+// each of which would otherwise copy and index the whole cluster twice.
+type bareCluster struct {
+	c    *allocator.Cluster
+	at   time.Time
+	snap *allocator.Snapshot
+}
+
+// of is the empty snapshot of snap's cluster at snap's time.
+func (b *bareCluster) of(s *Service, snap *allocator.Snapshot) (*allocator.Snapshot, error) {
+	if b.snap == nil || b.c != snap.Cluster() || !b.at.Equal(snap.Now()) {
+		s.bares.Add(1)
+		empty, err := allocator.NewSnapshot(snap.Cluster(), snap.Now(), nil, nil)
+		if err != nil {
+			return nil, err
+		}
+		b.c, b.at, b.snap = snap.Cluster(), snap.Now(), empty
+	}
+	return b.snap, nil
 }
 
 // whatIfCopy is a call's copy of one snapshot for what-ifs, kept as long

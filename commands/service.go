@@ -88,6 +88,9 @@ type Service struct {
 	// copies counts the copies of the cluster's state the service made
 	// or asked the cluster for (clone, snapshot; for tests).
 	copies atomic.Uint64
+	// bares counts the empty snapshots the offers' checks made (for
+	// tests; see bareCluster).
+	bares atomic.Uint64
 	// hypos shares what-ifs' simulations (hypothetical.go).
 	hypos hypotheticals
 	// background counts the refreshers running (RunEstimates), refreshing
@@ -289,6 +292,9 @@ type call struct {
 	// whatIf is the copy of a snapshot the spot offers' simulations
 	// run on, kept between them (see spotStart).
 	whatIf whatIfCopy
+	// bare is an empty snapshot of the cluster the offers' checks read
+	// (bareCluster).
+	bare bareCluster
 }
 
 func (c *call) private(r Reply)  { c.outs = append(c.outs, private(r)) }
