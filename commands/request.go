@@ -414,7 +414,11 @@ func (s *Service) approvalNeeds(snap *allocator.Snapshot, r records.Request) []s
 	}
 	if rules.Borrowing {
 		if f, over := s.wouldBorrow(snap, r); over > 0 {
-			why = append(why, fmt.Sprintf("borrows %d %s GPUs beyond %s's quota", over, f, r.Team))
+			unit := "GPUs"
+			if over == 1 {
+				unit = "GPU"
+			}
+			why = append(why, fmt.Sprintf("borrows %d %s %s beyond %s's quota", over, f, unit, r.Team))
 		}
 	}
 	return why

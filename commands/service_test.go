@@ -128,6 +128,15 @@ func TestRequest(t *testing.T) {
 			says:  []want{{"channel #vision r2", "If approved now it starts at once."}},
 			audit: []string{"dave request r2 ok"},
 		},
+		"needs approval: borrowing one GPU": {
+			cfg:   pooled,
+			setup: [][2]string{{"dave", "request 16xh100 for 1h"}},
+			user:  "dave", cmd: "request 1xh100 for 1h", id: "r2",
+			want:  decided{State: records.StateAwaitingApproval, Approval: []string{"borrows 1 h100 GPU beyond vision's quota"}},
+			dests: []string{"channel #vision r2", "person erin", "sender"},
+			says:  []want{{"channel #vision r2", "borrows 1 h100 GPU beyond"}},
+			audit: []string{"dave request r2 ok"},
+		},
 		"borrowing within the quota needs no approval": {
 			cfg:  pooled,
 			user: "dave", cmd: "request 16xh100 for 1h", id: "r1",
