@@ -116,13 +116,7 @@ func (s *Service) optionStart(c *call, snap *allocator.Snapshot, r records.Reque
 	w := s.workload(r)
 	w.ID, w.Flavor, w.Created = r.ID+"~"+o.terms.Flavor, o.terms.Flavor, c.now
 	empty, err := c.bare.of(s, snap)
-	if err == nil {
-		var undo func()
-		if undo, err = empty.Add(w); err == nil {
-			undo()
-		}
-	}
-	if err != nil {
+	if err != nil || !takes(empty, w) {
 		o.blocked = "the cluster has no such flavor for " + r.Team
 		return
 	}
@@ -215,6 +209,17 @@ func (b *bareCluster) of(s *Service, snap *allocator.Snapshot) (*allocator.Snaps
 		b.c, b.at, b.snap = snap.Cluster(), snap.Now(), empty
 	}
 	return b.snap, nil
+}
+
+// takes reports whether snap takes w (its queue and flavor exist and
+// the request has a shape there), leaving snap as it was.
+func takes(snap *allocator.Snapshot, w allocator.Workload) bool {
+	undo, err := snap.Add(w)
+	if err != nil {
+		return false
+	}
+	undo()
+	return true
 }
 
 // whatIfCopy is a call's copy of one snapshot for what-ifs, kept as long
