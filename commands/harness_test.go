@@ -102,7 +102,11 @@ func (c *cluster) Snapshot(ctx context.Context) (*allocator.Snapshot, error) {
 	if c.panicSnapshot {
 		panic("snapshot exploded")
 	}
-	snap, err := c.Cluster.Snapshot(ctx)
+	return c.hiding(c.Cluster.Snapshot(ctx))
+}
+
+// hiding returns snap, or a copy of it without the hidden workloads.
+func (c *cluster) hiding(snap *allocator.Snapshot, err error) (*allocator.Snapshot, error) {
 	if err != nil || len(c.hide) == 0 {
 		return snap, err
 	}
@@ -111,6 +115,13 @@ func (c *cluster) Snapshot(ctx context.Context) (*allocator.Snapshot, error) {
 		_, _ = snap.Release(id)
 	}
 	return snap, nil
+}
+
+// SharedSnapshot, the service's reads' view, hides the same workloads as
+// Snapshot, else the reads would see what the writes do not. It does not
+// panic: panicSnapshot is for a write's copy.
+func (c *cluster) SharedSnapshot(ctx context.Context) (*allocator.Snapshot, error) {
+	return c.hiding(c.Cluster.SharedSnapshot(ctx))
 }
 
 func (c *cluster) Apply(ctx context.Context, op commands.Op) ([]allocator.Event, error) {
