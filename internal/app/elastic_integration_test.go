@@ -75,6 +75,9 @@ func startElasticCluster(t *testing.T) *elasticCluster {
 	}
 	c.addNodes("h100", "h100-1", "h100-2")
 	c.addNodes("h100-spot", "spot-1")
+	if err := k8senv.WaitClusterQueuesActive(ctx, kq); err != nil {
+		t.Fatal(err)
+	}
 	return c
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	kueueclient "sigs.k8s.io/kueue/client-go/clientset/versioned"
 
 	"github.com/gpubot/gpubot/internal/app"
 	"github.com/gpubot/gpubot/k8sbridge/k8senv"
@@ -68,6 +69,11 @@ func TestTruthfulOnGPUOperatorNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := k8senv.WaitNodesReady(ctx, kube, 4); err != nil {
+		t.Fatal(err)
+	}
+	// Else Kueue may answer the request "ClusterQueue nlp is inactive",
+	// true for that moment but not the answer this test is about.
+	if err := k8senv.WaitClusterQueuesActive(ctx, kueueclient.NewForConfigOrDie(env.Config)); err != nil {
 		t.Fatal(err)
 	}
 

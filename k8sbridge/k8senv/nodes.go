@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -66,7 +67,8 @@ func CreateFakeNodes(ctx context.Context, kube kubernetes.Interface, nodes []Fak
 // flavor's node labels and GKE's block and sub-block labels, so that the
 // cluster matches a gpubot configuration's simulated cluster; a flavor
 // whose ResourceFlavor tolerates taints (an elastic one) has its nodes
-// tainted with them. It returns once the nodes are ready (WaitNodesReady).
+// tainted with them. It returns once the nodes are ready (WaitNodesReady)
+// and Kueue has made every ClusterQueue active (WaitClusterQueuesActive).
 func (e *Env) Example(ctx context.Context, setup string, nodes []allocator.Node) error {
 	if _, err := ApplyFile(ctx, e.Config, setup, ""); err != nil {
 		return err
@@ -88,7 +90,38 @@ func (e *Env) Example(ctx context.Context, setup string, nodes []allocator.Node)
 	if err := CreateFakeNodes(ctx, kube, fake); err != nil {
 		return err
 	}
-	return WaitNodesReady(ctx, kube, len(fake))
+	if err := WaitNodesReady(ctx, kube, len(fake)); err != nil {
+		return err
+	}
+	return WaitClusterQueuesActive(ctx, kq)
+}
+
+// WaitClusterQueuesActive waits until there is a ClusterQueue and Kueue
+// has set every ClusterQueue's Active condition to True. Kueue does so a
+// moment after a setup is applied, once it has seen the queue's flavors,
+// topology and admission checks (an AdmissionCheck turns active only when
+// its controller, here Kueue's provisioning-request one, has marked it), and
+// until then it answers every workload "ClusterQueue … is inactive". A test
+// that submits work before can see that answer instead of its own.
+func WaitClusterQueuesActive(ctx context.Context, kq kueueclient.Interface) error {
+	var inactive []string
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		cqs, err := kq.KueueV1beta2().ClusterQueues().List(ctx, metav1.ListOptions{})
+		if err != nil || len(cqs.Items) == 0 {
+			return false, nil
+		}
+		inactive = inactive[:0]
+		for _, cq := range cqs.Items {
+			if !apimeta.IsStatusConditionTrue(cq.Status.Conditions, kueuev1beta2.ClusterQueueActive) {
+				inactive = append(inactive, cq.Name)
+			}
+		}
+		return len(inactive) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for the ClusterQueues to be active (still inactive: %s): %w", strings.Join(inactive, ", "), err)
+	}
+	return nil
 }
 
 // RunFor returns pod annotations that make kwok keep a Job's pod running
