@@ -422,3 +422,24 @@ func TestSpotOfferAfterAPreemptingOneIsFresh(t *testing.T) {
 		t.Errorf("the refresh made %d copies of the cluster, want %d (its own, and one for each of %d spot simulations that preempted)", n, 1+len(ids), len(ids))
 	}
 }
+
+// A team's ClusterQueue edited behind gpubot's configuration (spot taken
+// out of it) is not offered spot as if it could run there: the card says
+// why and has no button for it, the flavor it still has is offered as
+// usual, and switching to spot anyway is refused with the reason.
+func TestElasticOfferOnAFlavorTheQueueLost(t *testing.T) {
+	e := newElasticEnv(t)
+	e.cluster.drop = map[string]string{"nlp": "spot"}
+	outs := e.do("alice", "/gpu request 8xh100 for 2h")
+	check(t, outs,
+		want{"channel #nlp r2", "spot (spot): may be reclaimed, ≈ $32 (16 GPU-hours) — not available: nlp's queue in the cluster has no spot"},
+		want{"channel #nlp r2", "dws (provisioned): in about 30m"},
+		want{"sender", "/gpu switch r2 dws."},
+	)
+	diff(t, "card buttons", []string{"Switch to dws: switch r2 dws", "Cancel: cancel r2"}, buttons(said(outs, "channel #nlp r2")[0]))
+	check(t, e.press("alice", commands.VerbSwitch, "r2", "spot"),
+		want{"sender", "r2 cannot switch to spot: nlp's queue in the cluster has no spot. Nothing was changed."})
+	if r := e.requests()["r2"]; r.State != records.StateQueued || r.Flavor != "h100" || r.Elastic != nil {
+		t.Errorf("after the refused switch r2 = %+v, want queued on h100 as before", r)
+	}
+}

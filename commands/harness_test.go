@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -94,7 +95,10 @@ type cluster struct {
 	panicSnapshot bool
 	// hide leaves these workloads out of snapshots, as a cluster whose
 	// model cannot place them does.
-	hide    []string
+	hide []string
+	// drop, queue → flavor, takes the flavor out of the queue in snapshots,
+	// as a ClusterQueue edited behind gpubot's configuration does.
+	drop    map[string]string
 	applied []commands.Op
 }
 
@@ -105,12 +109,28 @@ func (c *cluster) Snapshot(ctx context.Context) (*allocator.Snapshot, error) {
 	return c.hiding(c.Cluster.Snapshot(ctx))
 }
 
-// hiding returns snap, or a copy of it without the hidden workloads.
+// hiding returns snap, or a copy of it without the hidden workloads and
+// dropped flavors.
 func (c *cluster) hiding(snap *allocator.Snapshot, err error) (*allocator.Snapshot, error) {
-	if err != nil || len(c.hide) == 0 {
+	if err != nil || len(c.hide)+len(c.drop) == 0 {
 		return snap, err
 	}
-	snap = snap.Clone()
+	if len(c.drop) > 0 {
+		cl := *snap.Cluster()
+		cl.Queues = slices.Clone(cl.Queues)
+		for i, q := range cl.Queues {
+			if f, ok := c.drop[q.Name]; ok {
+				cl.Queues[i].Flavors = slices.DeleteFunc(slices.Clone(q.Flavors), func(g string) bool { return g == f })
+				cl.Queues[i].Quotas = maps.Clone(q.Quotas)
+				delete(cl.Queues[i].Quotas, f)
+			}
+		}
+		if snap, err = allocator.NewSnapshot(&cl, snap.Now(), snap.Workloads(), snap.Usage()); err != nil {
+			return nil, err
+		}
+	} else {
+		snap = snap.Clone()
+	}
 	for _, id := range c.hide {
 		_, _ = snap.Release(id)
 	}

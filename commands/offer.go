@@ -117,7 +117,7 @@ func (s *Service) optionStart(c *call, snap *allocator.Snapshot, r records.Reque
 	w.ID, w.Flavor, w.Created = r.ID+"~"+o.terms.Flavor, o.terms.Flavor, c.now
 	empty, err := c.bare.of(s, snap)
 	if err != nil || !takes(empty, w) {
-		o.blocked = "the cluster has no such flavor for " + r.Team
+		o.blocked = fmt.Sprintf("%s's queue in the cluster has no %s", r.Team, o.terms.Flavor)
 		return
 	}
 	switch _, never := empty.Fit(w); {
@@ -164,7 +164,7 @@ func (s *Service) spotStart(c *call, snap *allocator.Snapshot, w allocator.Workl
 	sim := c.whatIf.of(s, snap)
 	events, undo, err := sim.ScheduleWith(w)
 	if err != nil {
-		o.blocked = "the cluster has no such flavor for " + w.Queue
+		o.blocked = fmt.Sprintf("%s's queue in the cluster has no %s", w.Queue, w.Flavor)
 		return
 	}
 	if undo != nil {
