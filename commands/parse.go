@@ -209,7 +209,12 @@ func stripCommand(text string) string {
 	return strings.TrimFunc(s, isSpace)
 }
 
+// lookupVerb finds a verb by name, in any case; "what-if", as people
+// write it, is whatif.
 func lookupVerb(word string) (Verb, bool) {
+	if strings.EqualFold(word, "what-if") {
+		return VerbWhatIf, true
+	}
 	for _, v := range Verbs {
 		if strings.EqualFold(word, string(v)) {
 			return v, true

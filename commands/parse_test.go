@@ -128,6 +128,7 @@ var validParses = map[string]Command{
 	// whatif
 	"whatif 16xh100 for 8h":      parsedSpec(16, "h100", durH(8)).WhatIf(),
 	"whatif 16 8h priority high": parsedSpec(16, "", durH(8)).Priority("high").WhatIf(),
+	"What-If 16xh100 for 8h":     parsedSpec(16, "h100", durH(8)).WhatIf(),
 	"whatif +8xh100":             wantDelta(8, "h100"),
 	"whatif -16xA100":            wantDelta(-16, "A100"),
 	"whatif -16 x a100":          wantDelta(-16, "A100"),
@@ -193,6 +194,7 @@ var validParses = map[string]Command{
 	"help":                    wantHelp(""),
 	"help request":            wantHelp(VerbRequest),
 	"HELP WhatIf":             wantHelp(VerbWhatIf),
+	"help what-if":            wantHelp(VerbWhatIf),
 }
 
 func TestParse(t *testing.T) {
