@@ -3,6 +3,7 @@ package allocator
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -321,7 +322,9 @@ func admissionStates(s *Snapshot) (before, after *Snapshot, opts EstimateOptions
 // once one new request arrived, from an Estimator that computed the state
 // before it, on a fresh snapshot. A new pending workload changes the
 // fragmentation mix that placement scores read and the cycles it heads,
-// so no reuse is known to be exact: the Estimator simulates in full.
+// so no reuse is known to be exact: the Estimator simulates in full. The
+// others-moved metrics say how much of the answer a new request changes
+// (newRequestReach, 20 random requests).
 func BenchmarkEstimatorAfterNewRequest(b *testing.B) {
 	_, after, opts, _ := benchAdmission(b)
 	ws := append(after.Workloads(), MakeWorkload("zz-new").Queue("team1").GPUs(4).Duration(2*time.Hour).Created(after.Now().Sub(t0)).Obj())
@@ -329,6 +332,7 @@ func BenchmarkEstimatorAfterNewRequest(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	median, most := newRequestReach(b, after, opts, 20)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
@@ -341,4 +345,33 @@ func BenchmarkEstimatorAfterNewRequest(b *testing.B) {
 			b.Fatal("not recomputed")
 		}
 	}
+	b.ReportMetric(median, "others-moved-median")
+	b.ReportMetric(most, "others-moved-max")
+}
+
+// newRequestReach is why an update after a new request is a full
+// computation: for n random new requests of the benchmark's mix, each
+// added alone to s, it counts the other workloads whose estimate (its
+// range, or whether it has one) differs from their estimate without it,
+// and returns the median and the largest count.
+func newRequestReach(b *testing.B, s *Snapshot, opts EstimateOptions, n int) (median, most float64) {
+	b.Helper()
+	base := Estimates(s, opts)
+	r := rand.New(rand.NewPCG(7, 9))
+	counts := make([]float64, n)
+	for i := range counts {
+		w := benchWorkloads(r, 1, s.Now())[0]
+		w.ID, w.Created = fmt.Sprintf("zz-reach-%02d", i), s.Now()
+		c := s.Clone()
+		if _, err := c.Add(w); err != nil {
+			b.Fatal(err)
+		}
+		for id, e := range Estimates(c, opts) {
+			if was, ok := base[id]; ok && (e.Known != was.Known || !e.Earliest.Equal(was.Earliest) || !e.Latest.Equal(was.Latest)) {
+				counts[i]++
+			}
+		}
+	}
+	slices.Sort(counts)
+	return counts[n/2], counts[n-1]
 }
