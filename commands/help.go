@@ -30,7 +30,7 @@ var verbHelp = map[Verb]struct {
 	VerbDigest:   {"Yesterday's digest of the cluster, or of one team, shown only to you. It has GPU-hours by team (by person for one team) against fair share and quota, waits by priority, requests started, finished, preempted, denied and expired, approvals pending for hours, fragmentation, zombies, estimate accuracy, the capacity verdict with a what-if, and a chart. Without a team, the cluster-wide digest. The same digests are posted on the schedules in the config's digests.", "everyone", []string{"/gpu digest", "/gpu digest nlp"}},
 	VerbReport:   {"The weekly success report, shown only to you. It has manual interventions, high-priority p95 wait, fragmentation and zombie GPU-hours, this week against last week and gpubot's first week, and what gpubot did automatically instead. It is also posted on the schedule in the config's report.", "everyone", []string{"/gpu report"}},
 	VerbTrack:    {"Follow a workload submitted outside gpubot (kubectl, CI). Needs a Kubernetes cluster.", "everyone", []string{"/gpu track nlp/llama-pretrain"}},
-	VerbHelp:     {"This help; with a command, its details.", "everyone", []string{"/gpu help", "/gpu help request"}},
+	VerbHelp:     {"This help (/gpu alone shows it too); with a command, its details.", "everyone", []string{"/gpu help", "/gpu help request"}},
 }
 
 // helpReply is /gpu help [verb].
@@ -75,7 +75,7 @@ func parseErrorReply(err error) Reply {
 		return plain(capitalize(err.Error()) + ".")
 	}
 	blocks := []Block{code(pe.Caret())}
-	if pe.Example != "" {
+	if pe.Example != "" && pe.Example != "/gpu help" {
 		blocks = append(blocks, contextBlock("Example: "+pe.Example+"  ·  /gpu help for all commands"))
 	} else {
 		blocks = append(blocks, contextBlock("/gpu help lists the commands."))

@@ -274,7 +274,8 @@ func (p *parser) missing(format string, args ...any) *ParseError {
 
 func (p *parser) command() (Command, *ParseError) {
 	if !p.more() {
-		return Command{}, &ParseError{Input: p.in, Msg: "no command given: try /gpu help", Example: "/gpu help"}
+		// /gpu alone asks what gpubot can do: the help.
+		return Command{Verb: VerbHelp}, nil
 	}
 	t := p.next()
 	if t.kind == tokOpenQuote {

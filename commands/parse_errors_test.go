@@ -17,8 +17,6 @@ type wantParseError struct {
 // parseErrorCases maps inputs to the error Parse(input, parseVocab) returns.
 var parseErrorCases = map[string]wantParseError{
 	// verbs
-	"":     {"no command given: try /gpu help", "\n\n^"},
-	"/gpu": {"no command given: try /gpu help", "\n\n^"},
 	"reqest 8xh100 4h": {"unknown command 'reqest'; did you mean request?", `
 reqest 8xh100 4h
 ^^^^^^`},
@@ -499,6 +497,29 @@ func TestParseErrorCaret(t *testing.T) {
 	for name, tc := range cases {
 		if got := tc.err.Caret(); got != tc.want {
 			t.Errorf("%s: Caret() =\n%s\nwant\n%s", name, got, tc.want)
+		}
+	}
+}
+
+// TestParseErrorReplyExample checks the hint under a parse error: the
+// example when there is one worth showing, and no "Example: /gpu help ·
+// /gpu help for all commands" saying the same thing twice.
+func TestParseErrorReplyExample(t *testing.T) {
+	for in, want := range map[string]string{
+		"launch 8xh100":  "/gpu help lists the commands.",
+		"reqest 8xh100":  "Example: /gpu request 8xh100 for 4h team nlp  ·  /gpu help for all commands",
+		"request 8xh10 ": "Example: /gpu request 8xh100 for 4h team nlp  ·  /gpu help for all commands",
+	} {
+		_, err := Parse(in, parseVocab)
+		if err == nil {
+			t.Fatalf("%q parses", in)
+		}
+		r := parseErrorReply(err)
+		if n := len(r.Blocks); n != 2 || r.Blocks[0].Kind != BlockCode || r.Blocks[1].Kind != BlockContext {
+			t.Fatalf("%q: blocks %+v, want the caret and one context line", in, r.Blocks)
+		}
+		if got := r.Blocks[1].Text; got != want {
+			t.Errorf("%q: context %q, want %q", in, got, want)
 		}
 	}
 }

@@ -191,6 +191,8 @@ var validParses = map[string]Command{
 	"track nlp/train-llama":   wantTrack("nlp", "train-llama"),
 	"track NLP/Train.Llama-2": wantTrack("nlp", "train.llama-2"),
 	"capacity":                wantVerb(VerbCapacity),
+	"":                        wantHelp(""), // /gpu alone is the help
+	"/gpu":                    wantHelp(""),
 	"help":                    wantHelp(""),
 	"help request":            wantHelp(VerbRequest),
 	"HELP WhatIf":             wantHelp(VerbWhatIf),
