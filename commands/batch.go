@@ -129,35 +129,31 @@ func (s *Service) listFrom(c *call, list func(func(records.Request) bool) []reco
 	return out
 }
 
-// readRequests is listRequests for a computation that reads the requests
-// and does not change their slices in place: without deep copies, and
-// sorted by ID only if sorted is set.
-func (s *Service) readRequests(c *call, keep func(records.Request) bool, sorted bool) []records.Request {
+// readRefs is listRequests for a computation that reads the requests
+// and keeps neither them nor the pointers: not copied (the cache's own,
+// see requestCache.refs), sorted by ID only if sorted is set. keep must
+// not change the request it is given.
+func (s *Service) readRefs(c *call, keep func(*records.Request) bool, sorted bool) []*records.Request {
 	if len(c.w.order) > 0 {
-		rs, _ := s.listRequests(c, keep)
-		return rs
+		all, _ := s.listRequests(c, func(r records.Request) bool { return keep == nil || keep(&r) })
+		return refsTo(all)
 	}
-	rs := s.cache.shallow(keep)
+	rs := s.cache.refs(keep)
 	if sorted {
-		slices.SortFunc(rs, func(a, b records.Request) int { return compareIDs(a.ID, b.ID) })
+		slices.SortFunc(rs, func(a, b *records.Request) int { return compareIDs(a.ID, b.ID) })
 	}
 	return rs
 }
 
-// readRequestsOf is readRequests among requester's requests (any case).
-func (s *Service) readRequestsOf(c *call, requester string, keep func(records.Request) bool, sorted bool) []records.Request {
-	mine := func(r records.Request) bool {
-		return strings.EqualFold(r.Requester, requester) && (keep == nil || keep(r))
-	}
+// readRefsOf is readRefs (unsorted) among requester's requests (any
+// case).
+func (s *Service) readRefsOf(c *call, requester string, keep func(*records.Request) bool) []*records.Request {
 	if len(c.w.order) > 0 {
-		rs, _ := s.listRequests(c, mine)
-		return rs
+		return s.readRefs(c, func(r *records.Request) bool {
+			return strings.EqualFold(r.Requester, requester) && (keep == nil || keep(r))
+		}, false)
 	}
-	rs := s.cache.shallowOf(requester, mine)
-	if sorted {
-		slices.SortFunc(rs, func(a, b records.Request) int { return compareIDs(a.ID, b.ID) })
-	}
-	return rs
+	return s.cache.refsOf(requester, keep)
 }
 
 // putZombie records z as written by c; a new one (no ID) gets its ID now.

@@ -14,10 +14,13 @@ import (
 // (status, queue, usage, the estimates' learning) do not decode the whole
 // store for each command. The service is the only writer of requests: it
 // loads the cache at start and updates it after each commit, under the
-// write section. Values handed out are copies.
+// write section. Values handed out are copies, but for the read-only
+// lists (refs, refsOf, listIn), which share what the cache holds.
 type requestCache struct {
 	mu sync.RWMutex
-	m  map[string]records.Request
+	// m's values are never changed in place: put stores a new copy, so
+	// that a pointer handed out by refs stays the request as it was.
+	m map[string]*records.Request
 	// marked says which requests the elastic offer's lists look at (on or
 	// switched to elastic capacity); set before load. ids holds their IDs.
 	marked func(records.Request) bool
@@ -58,7 +61,7 @@ func (rc *requestCache) listIn(set func(*requestCache) map[string]bool) []record
 	slices.SortFunc(ids, compareIDs)
 	out := make([]records.Request, len(ids))
 	for i, id := range ids {
-		out[i] = rc.m[id]
+		out[i] = *rc.m[id]
 	}
 	return out
 }
@@ -77,12 +80,12 @@ func (rc *requestCache) index(r records.Request) {
 	ids[r.ID] = true
 }
 
-// shallowOf is shallow among requester's requests (any case).
-func (rc *requestCache) shallowOf(requester string, keep func(records.Request) bool) []records.Request {
+// refsOf is refs among requester's requests (any case).
+func (rc *requestCache) refsOf(requester string, keep func(*records.Request) bool) []*records.Request {
 	rc.mu.RLock()
 	defer rc.mu.RUnlock()
 	ids := rc.byRequester[strings.ToLower(requester)]
-	out := make([]records.Request, 0, len(ids))
+	out := make([]*records.Request, 0, len(ids))
 	for id := range ids {
 		if r := rc.m[id]; keep == nil || keep(r) {
 			out = append(out, r)
@@ -96,10 +99,10 @@ func (rc *requestCache) load(ctx context.Context, rs RequestStore) error {
 	if err != nil {
 		return fmt.Errorf("reading the requests: %w", err)
 	}
-	m := make(map[string]records.Request, len(all))
+	m := make(map[string]*records.Request, len(all))
 	ids := map[string]bool{}
-	for _, r := range all {
-		m[r.ID] = r
+	for i, r := range all {
+		m[r.ID] = &all[i]
 		if rc.marked != nil && rc.marked(r) {
 			ids[r.ID] = true
 		}
@@ -122,7 +125,8 @@ func (rc *requestCache) put(rs []records.Request) {
 	for _, r := range rs {
 		rc.index(r)
 		rc.classify(r)
-		rc.m[r.ID] = cloneRequest(r)
+		c := cloneRequest(r)
+		rc.m[r.ID] = &c
 		if rc.marked != nil && rc.marked(r) {
 			rc.ids[r.ID] = true
 		} else {
@@ -137,8 +141,8 @@ func (rc *requestCache) listMarked(keep func(records.Request) bool) []records.Re
 	rc.mu.RLock()
 	out := make([]records.Request, 0, len(rc.ids))
 	for id := range rc.ids {
-		if r := rc.m[id]; keep == nil || keep(r) {
-			out = append(out, cloneRequest(r))
+		if r := rc.m[id]; keep == nil || keep(*r) {
+			out = append(out, cloneRequest(*r))
 		}
 	}
 	rc.mu.RUnlock()
@@ -153,7 +157,7 @@ func (rc *requestCache) get(id string) (records.Request, bool) {
 	if !ok {
 		return records.Request{}, false
 	}
-	return cloneRequest(r), true
+	return cloneRequest(*r), true
 }
 
 // list returns copies of the requests keep accepts (all for nil), by ID.
@@ -161,8 +165,8 @@ func (rc *requestCache) list(keep func(records.Request) bool) []records.Request 
 	rc.mu.RLock()
 	out := make([]records.Request, 0, 16)
 	for _, r := range rc.m {
-		if keep == nil || keep(r) {
-			out = append(out, cloneRequest(r))
+		if keep == nil || keep(*r) {
+			out = append(out, cloneRequest(*r))
 		}
 	}
 	rc.mu.RUnlock()
@@ -170,13 +174,16 @@ func (rc *requestCache) list(keep func(records.Request) bool) []records.Request 
 	return out
 }
 
-// shallow returns the requests keep accepts as they are in the cache,
-// unsorted and not copied deep: for computations that neither keep them
-// nor change their slices in place.
-func (rc *requestCache) shallow(keep func(records.Request) bool) []records.Request {
+// refs returns the requests keep accepts as they are in the cache,
+// unsorted and not copied: for computations that read them and keep
+// neither them nor the pointers. A pointer is to the request as it was
+// committed when refs ran (put replaces, never changes, an entry), so a
+// later commit cannot change what it points to. keep gets the cached
+// request itself and must not change it.
+func (rc *requestCache) refs(keep func(*records.Request) bool) []*records.Request {
 	rc.mu.RLock()
 	defer rc.mu.RUnlock()
-	out := make([]records.Request, 0, 16)
+	out := make([]*records.Request, 0, 16)
 	for _, r := range rc.m {
 		if keep == nil || keep(r) {
 			out = append(out, r)

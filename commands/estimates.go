@@ -192,8 +192,8 @@ func (s *Service) refresh(ctx context.Context) (outs []Output) {
 
 // movedIn is postEstimates' filter: queued requests whose estimate in
 // ests moved materially (or who have none yet).
-func movedIn(c *call, ests map[string]allocator.Estimate) func(records.Request) bool {
-	return func(r records.Request) bool {
+func movedIn(c *call, ests map[string]allocator.Estimate) func(*records.Request) bool {
+	return func(r *records.Request) bool {
 		e, ok := ests[r.ID]
 		return ok && r.State == records.StateQueued && material(r.Estimate, toRecord(c.now, e), c.now)
 	}
@@ -204,9 +204,9 @@ func movedIn(c *call, ests map[string]allocator.Estimate) func(records.Request) 
 // the whole cluster: in the write section it would hold up every write,
 // and under load most re-posted cards are requests' first estimates).
 func (s *Service) prepareOffers(c *call, snap *allocator.Snapshot, ests map[string]allocator.Estimate) {
-	for _, r := range s.readRequests(c, movedIn(c, ests), false) {
-		if s.offerDue(c, snap, r, toRecord(c.now, ests[r.ID])) {
-			s.prepareOffer(c, snap, r)
+	for _, r := range s.readRefs(c, movedIn(c, ests), false) {
+		if s.offerDue(c, snap, *r, toRecord(c.now, ests[r.ID])) {
+			s.prepareOffer(c, snap, *r)
 		}
 	}
 }
@@ -229,7 +229,7 @@ var betweenChunks func()
 func (s *Service) postEstimates(c *call, snap *allocator.Snapshot, ests map[string]allocator.Estimate) {
 	// Of thousands queued, few move, mostly: those are sorted (posts in
 	// ID order).
-	moved := s.readRequests(c, movedIn(c, ests), true)
+	moved := s.readRefs(c, movedIn(c, ests), true)
 	for len(moved) > 0 {
 		chunk := moved[:min(postChunk, len(moved))]
 		moved = moved[len(chunk):]
@@ -237,7 +237,7 @@ func (s *Service) postEstimates(c *call, snap *allocator.Snapshot, ests map[stri
 			defer s.enter(c)()
 			keep := movedIn(c, ests)
 			for _, was := range chunk {
-				if r, ok := s.cache.get(was.ID); ok && keep(r) {
+				if r, ok := s.cache.get(was.ID); ok && keep(&r) {
 					s.postEstimate(c, snap, r, ests[r.ID])
 				}
 			}

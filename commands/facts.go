@@ -100,7 +100,8 @@ func scorable(r records.Request) bool {
 // in c, the requests keep accepts, read through them.
 func (s *Service) requestsIn(c *call, set func(*requestCache) map[string]bool, keep func(records.Request) bool) []records.Request {
 	if len(c.w.order) > 0 {
-		return s.readRequests(c, keep, true)
+		rs, _ := s.listRequests(c, keep)
+		return rs
 	}
 	return s.cache.listIn(set)
 }

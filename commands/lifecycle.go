@@ -429,20 +429,24 @@ func toRecord(now time.Time, e allocator.Estimate) *records.Estimate {
 // estimateOptions are the estimate options at c.now, learned from the
 // service's own records (EstimateOptions).
 func (s *Service) estimateOptions(c *call) allocator.EstimateOptions {
-	all := s.readRequests(c, func(r records.Request) bool { return EstimateInput(r, c.now) }, true)
-	return EstimateOptions(all, c.now, s.horizon, s.prio)
+	all := s.readRefs(c, func(r *records.Request) bool { return estimateInput(r, c.now) }, true)
+	return estimateOptions(all, c.now, s.horizon, s.prio)
 }
 
 // Learnable reports whether r teaches how long requests really run: it
 // finished, was never preempted, and asked for a duration.
-func Learnable(r records.Request) bool {
+func Learnable(r records.Request) bool { return learnable(&r) }
+
+func learnable(r *records.Request) bool {
 	return r.State == records.StateFinished && !r.AdmittedAt.IsZero() && r.EndedAt.After(r.AdmittedAt) && r.Duration > 0 && r.Preemptions == 0
 }
 
 // EstimateInput reports whether EstimateOptions at now uses r: it is
 // Learnable, queued or running, or was submitted within the last day.
-func EstimateInput(r records.Request, now time.Time) bool {
-	return Learnable(r) || r.State == records.StateQueued || r.State == records.StateRunning ||
+func EstimateInput(r records.Request, now time.Time) bool { return estimateInput(&r, now) }
+
+func estimateInput(r *records.Request, now time.Time) bool {
+	return learnable(r) || r.State == records.StateQueued || r.State == records.StateRunning ||
 		(!r.SubmittedAt.IsZero() && r.SubmittedAt.After(now.Add(-arrivalWindow)))
 }
 
@@ -458,12 +462,26 @@ func EstimateInput(r records.Request, now time.Time) bool {
 // size, with how long each has been arriving. With no Learnable
 // request, runtimes are DefaultRange's.
 func EstimateOptions(reqs []records.Request, now time.Time, horizon time.Duration, prio map[string]int32) allocator.EstimateOptions {
+	return estimateOptions(refsTo(reqs), now, horizon, prio)
+}
+
+// refsTo points at each of rs.
+func refsTo(rs []records.Request) []*records.Request {
+	out := make([]*records.Request, len(rs))
+	for i := range rs {
+		out[i] = &rs[i]
+	}
+	return out
+}
+
+// estimateOptions is EstimateOptions of the requests reqs points at.
+func estimateOptions(reqs []*records.Request, now time.Time, horizon time.Duration, prio map[string]int32) allocator.EstimateOptions {
 	opts := allocator.EstimateOptions{Horizon: horizon}
 	var samples []allocator.RuntimeSample
 	teams := map[string]bool{}
 	for _, r := range reqs {
 		teams[r.Team] = true
-		if Learnable(r) {
+		if learnable(r) {
 			samples = append(samples, allocator.RuntimeSample{Team: r.Team, Template: r.Template, Requested: r.Duration, Actual: r.EndedAt.Sub(r.AdmittedAt)})
 		}
 	}

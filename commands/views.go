@@ -37,10 +37,11 @@ func (s *Service) status(c *call, id string) {
 		return
 	}
 	since := c.now.Add(-24 * time.Hour)
-	// Read, not changed: shallow copies of this person's requests only.
-	mine := s.readRequestsOf(c, c.who.Name, func(r records.Request) bool {
+	// Read, not changed: this person's requests only, as the cache holds
+	// them.
+	mine := s.readRefsOf(c, c.who.Name, func(r *records.Request) bool {
 		return !r.State.Final() || r.EndedAt.After(since)
-	}, false)
+	})
 	if len(mine) == 0 {
 		c.private(plain("You have no open requests and none ended in the last 24h. Try /gpu request 8xh100 for 4h."))
 		return
@@ -48,10 +49,7 @@ func (s *Service) status(c *call, id string) {
 	// At most maxRows rows: open requests first (they can still be acted
 	// on), each group in ID order; the rest are counted by state. Sorted
 	// through pointers: a person may have thousands, and records are large.
-	shown := make([]*records.Request, len(mine))
-	for i := range mine {
-		shown[i] = &mine[i]
-	}
+	shown := mine
 	slices.SortFunc(shown, func(a, b *records.Request) int {
 		if d := cmpBool(a.State.Final(), b.State.Final()); d != 0 {
 			return d
@@ -370,7 +368,7 @@ func (s *Service) mix(c *call) allocator.Mix {
 // requestMix computes the share of recent requests by pod size.
 func (s *Service) requestMix(c *call) allocator.Mix {
 	since := c.now.Add(-MixWindow)
-	return RequestMix(s.cluster, s.readRequests(c, func(r records.Request) bool { return r.CreatedAt.After(since) }, false))
+	return requestMix(s.cluster, s.readRefs(c, func(r *records.Request) bool { return r.CreatedAt.After(since) }, false))
 }
 
 // RequestMix is the share of requests by pod size (the p_k of
@@ -378,6 +376,11 @@ func (s *Service) requestMix(c *call) allocator.Mix {
 // capacity weighs fragmentation by, from the last 14 days' requests. It
 // is nil for no requests.
 func RequestMix(cl *allocator.Cluster, recent []records.Request) allocator.Mix {
+	return requestMix(cl, refsTo(recent))
+}
+
+// requestMix is RequestMix of the requests recent points at.
+func requestMix(cl *allocator.Cluster, recent []*records.Request) allocator.Mix {
 	if len(recent) == 0 {
 		return nil
 	}
