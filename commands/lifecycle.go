@@ -430,7 +430,7 @@ func toRecord(now time.Time, e allocator.Estimate) *records.Estimate {
 // service's own records (EstimateOptions).
 func (s *Service) estimateOptions(c *call) allocator.EstimateOptions {
 	all := s.readRefs(c, func(r *records.Request) bool { return estimateInput(r, c.now) }, true)
-	return estimateOptions(all, c.now, s.horizon, s.prio)
+	return estimateOptionsOf(all, c.now, s.horizon, s.prio)
 }
 
 // Learnable reports whether r teaches how long requests really run: it
@@ -462,7 +462,7 @@ func estimateInput(r *records.Request, now time.Time) bool {
 // size, with how long each has been arriving. With no Learnable
 // request, runtimes are DefaultRange's.
 func EstimateOptions(reqs []records.Request, now time.Time, horizon time.Duration, prio map[string]int32) allocator.EstimateOptions {
-	return estimateOptions(refsTo(reqs), now, horizon, prio)
+	return estimateOptionsOf(refsTo(reqs), now, horizon, prio)
 }
 
 // refsTo points at each of rs.
@@ -474,8 +474,8 @@ func refsTo(rs []records.Request) []*records.Request {
 	return out
 }
 
-// estimateOptions is EstimateOptions of the requests reqs points at.
-func estimateOptions(reqs []*records.Request, now time.Time, horizon time.Duration, prio map[string]int32) allocator.EstimateOptions {
+// estimateOptionsOf is EstimateOptions of the requests reqs points at.
+func estimateOptionsOf(reqs []*records.Request, now time.Time, horizon time.Duration, prio map[string]int32) allocator.EstimateOptions {
 	opts := allocator.EstimateOptions{Horizon: horizon}
 	var samples []allocator.RuntimeSample
 	teams := map[string]bool{}

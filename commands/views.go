@@ -368,7 +368,7 @@ func (s *Service) mix(c *call) allocator.Mix {
 // requestMix computes the share of recent requests by pod size.
 func (s *Service) requestMix(c *call) allocator.Mix {
 	since := c.now.Add(-MixWindow)
-	return requestMix(s.cluster, s.readRefs(c, func(r *records.Request) bool { return r.CreatedAt.After(since) }, false))
+	return requestMixOf(s.cluster, s.readRefs(c, func(r *records.Request) bool { return r.CreatedAt.After(since) }, false))
 }
 
 // RequestMix is the share of requests by pod size (the p_k of
@@ -376,11 +376,11 @@ func (s *Service) requestMix(c *call) allocator.Mix {
 // capacity weighs fragmentation by, from the last 14 days' requests. It
 // is nil for no requests.
 func RequestMix(cl *allocator.Cluster, recent []records.Request) allocator.Mix {
-	return requestMix(cl, refsTo(recent))
+	return requestMixOf(cl, refsTo(recent))
 }
 
-// requestMix is RequestMix of the requests recent points at.
-func requestMix(cl *allocator.Cluster, recent []*records.Request) allocator.Mix {
+// requestMixOf is RequestMix of the requests recent points at.
+func requestMixOf(cl *allocator.Cluster, recent []*records.Request) allocator.Mix {
 	if len(recent) == 0 {
 		return nil
 	}
