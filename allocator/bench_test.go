@@ -325,19 +325,30 @@ func admissionStates(s *Snapshot) (before, after *Snapshot, opts EstimateOptions
 // so no reuse is known to be exact: the Estimator simulates in full. The
 // others-moved metrics say how much of the answer a new request changes
 // (newRequestReach, 20 random requests).
-func BenchmarkEstimatorAfterNewRequest(b *testing.B) {
+func BenchmarkEstimatorAfterNewRequest(b *testing.B) { afterNewRequest(b, false) }
+
+// BenchmarkEstimatorAfterNewRequestCheckpoints is BenchmarkEstimator-
+// AfterNewRequest with the Estimator keeping checkpoints for ForNew:
+// what they cost a full computation.
+func BenchmarkEstimatorAfterNewRequestCheckpoints(b *testing.B) { afterNewRequest(b, true) }
+
+func afterNewRequest(b *testing.B, checkpoints bool) {
 	_, after, opts, _ := benchAdmission(b)
 	ws := append(after.Workloads(), MakeWorkload("zz-new").Queue("team1").GPUs(4).Duration(2*time.Hour).Created(after.Now().Sub(t0)).Obj())
 	next, err := NewSnapshot(after.Cluster(), after.Now(), ws, after.Usage())
 	if err != nil {
 		b.Fatal(err)
 	}
-	median, most := newRequestReach(b, after, opts, 20)
+	var median, most float64
+	if !checkpoints {
+		median, most = newRequestReach(b, after, opts, 20)
+	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
 		b.StopTimer()
 		e := NewEstimator()
+		e.KeepCheckpoints = checkpoints
 		e.Estimates(after, opts)
 		b.StartTimer()
 		e.Estimates(next, opts)
@@ -345,8 +356,10 @@ func BenchmarkEstimatorAfterNewRequest(b *testing.B) {
 			b.Fatal("not recomputed")
 		}
 	}
-	b.ReportMetric(median, "others-moved-median")
-	b.ReportMetric(most, "others-moved-max")
+	if !checkpoints {
+		b.ReportMetric(median, "others-moved-median")
+		b.ReportMetric(most, "others-moved-max")
+	}
 }
 
 // newRequestReach is why an update after a new request is a full
@@ -374,4 +387,53 @@ func newRequestReach(b *testing.B, s *Snapshot, opts EstimateOptions, n int) (me
 	}
 	slices.Sort(counts)
 	return counts[n/2], counts[n-1]
+}
+
+// BenchmarkEstimatorForNew: one new request's own estimate from an
+// Estimator that computed the state before it (BenchmarkEstimatorAfter-
+// Admission's state after), on a fresh snapshot with the request, for
+// 20 random requests of the benchmark's mix in turn (an op is one). It
+// reports how many of them got exactly EstimateFor's answer (exact-of-20)
+// and how far the others were, as the mean distance of the two ends
+// (off-median-min, off-max-min; 0 when exact).
+func BenchmarkEstimatorForNew(b *testing.B) {
+	_, after, opts, _ := benchAdmission(b)
+	e := NewEstimator()
+	e.KeepCheckpoints = true
+	e.Estimates(after, opts)
+	const n = 20
+	r := rand.New(rand.NewPCG(7, 9))
+	snaps, ids := make([]*Snapshot, n), make([]string, n)
+	exact, off := 0, make([]float64, n)
+	for i := range snaps {
+		w := benchWorkloads(r, 1, after.Now())[0]
+		w.ID, w.Created = fmt.Sprintf("zz-new-%02d", i), after.Now()
+		s, err := NewSnapshot(after.Cluster(), after.Now(), append(after.Workloads(), w), after.Usage())
+		if err != nil {
+			b.Fatal(err)
+		}
+		snaps[i], ids[i] = s, w.ID
+		got, ok := e.ForNew(s, w.ID, opts)
+		if !ok {
+			b.Fatalf("%s: no estimate from the last computation", w.ID)
+		}
+		want := EstimateFor(s, w.ID, opts)
+		if got == want {
+			exact++
+		}
+		off[i] = (absDuration(got.Earliest.Sub(want.Earliest)) + absDuration(got.Latest.Sub(want.Latest))).Minutes() / 2
+	}
+	slices.Sort(off)
+	b.ReportAllocs()
+	b.ResetTimer()
+	i := 0
+	for b.Loop() {
+		if _, ok := e.ForNew(snaps[i%n], ids[i%n], opts); !ok {
+			b.Fatal("no estimate")
+		}
+		i++
+	}
+	b.ReportMetric(float64(exact), "exact-of-20")
+	b.ReportMetric(off[n/2], "off-median-min")
+	b.ReportMetric(off[n-1], "off-max-min")
 }

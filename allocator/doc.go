@@ -386,5 +386,9 @@
 // Now): that is rebuilt from their kept starts, order, counts and
 // estimates (estimator_reuse.go). A new pending workload always means a
 // full one: it changes the pending mix every fragmentation-aware score
-// reads, and the one-head cycles. See BENCHMARKS.md for figures.
+// reads, and the one-head cycles. Its own estimate need not wait for it:
+// an Estimator that keeps checkpoints (KeepCheckpoints, checkpoint.go)
+// answers ForNew by resuming its last simulations, with the new workload
+// added, from the last checkpoint before it could start. See
+// BENCHMARKS.md for figures.
 package allocator

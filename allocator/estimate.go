@@ -345,6 +345,58 @@ type simRecord struct {
 	fp        func(*Snapshot) uint64
 	after     uint64
 	preempted bool
+	// traj, when set, gets the simulation's checkpoints (checkpoint.go).
+	traj *trajectory
+}
+
+// endRule is when an estimate simulation ends an admitted workload: its
+// requested Duration times its factor (its own from opts.Workloads, else
+// its queue's), rounded as roundEnd does from the estimate's Now.
+type endRule struct {
+	now    time.Time
+	step   time.Duration
+	factor []float64          // per queue
+	own    map[string]float64 // per workload, from opts.Workloads
+}
+
+func (s *Snapshot) endRuleFor(opts EstimateOptions, high bool) endRule {
+	r := endRule{now: s.now, step: step(opts), factor: make([]float64, len(s.ix.queues))}
+	for q, qi := range s.ix.queues {
+		f, ok := opts.Factors[qi.name]
+		if !ok {
+			f = DefaultRange
+		}
+		f = f.clean()
+		r.factor[q] = f.Low
+		if high {
+			r.factor[q] = f.High
+		}
+	}
+	if len(opts.Workloads) > 0 {
+		r.own = make(map[string]float64, len(opts.Workloads))
+		for id, f := range opts.Workloads {
+			f = f.clean()
+			r.own[id] = f.Low
+			if high {
+				r.own[id] = f.High
+			}
+		}
+	}
+	return r
+}
+
+// end is the end of the admitted workload in c's slot, false if never.
+func (r *endRule) end(c *Snapshot, slot int32) (time.Time, bool) {
+	x := &c.ws[slot]
+	f, ok := r.own[x.w.ID]
+	if !ok {
+		f = r.factor[x.q]
+	}
+	d := float64(x.w.Duration) * f
+	if x.w.Duration <= 0 || d > float64(100*365*24*time.Hour) {
+		return time.Time{}, false
+	}
+	return roundEnd(r.now, x.w.Admission.At.Add(time.Duration(d)), r.step), true
 }
 
 // simulate runs one estimate simulation on a clone of s and returns each
@@ -355,42 +407,8 @@ func (s *Snapshot) simulate(opts EstimateOptions, high bool, targets []int32, re
 	if cloned != nil {
 		close(cloned)
 	}
-	factor := make([]float64, len(s.ix.queues))
-	for q, qi := range s.ix.queues {
-		r, ok := opts.Factors[qi.name]
-		if !ok {
-			r = DefaultRange
-		}
-		r = r.clean()
-		factor[q] = r.Low
-		if high {
-			factor[q] = r.High
-		}
-	}
-	st := step(opts)
-	var own map[string]float64 // per workload, from opts.Workloads
-	if len(opts.Workloads) > 0 {
-		own = make(map[string]float64, len(opts.Workloads))
-		for id, r := range opts.Workloads {
-			r = r.clean()
-			own[id] = r.Low
-			if high {
-				own[id] = r.High
-			}
-		}
-	}
-	endOf := func(slot int32) (time.Time, bool) {
-		x := &c.ws[slot]
-		f, ok := own[x.w.ID]
-		if !ok {
-			f = factor[x.q]
-		}
-		d := float64(x.w.Duration) * f
-		if x.w.Duration <= 0 || d > float64(100*365*24*time.Hour) {
-			return time.Time{}, false
-		}
-		return roundEnd(s.now, x.w.Admission.At.Add(time.Duration(d)), st), true
-	}
+	rule := s.endRuleFor(opts, high)
+	endOf := func(slot int32) (time.Time, bool) { return rule.end(c, slot) }
 	idx := make([]int32, len(c.ws))
 	for i := range idx {
 		idx[i] = -1
@@ -424,11 +442,19 @@ func (s *Snapshot) simulate(opts EstimateOptions, high bool, targets []int32, re
 			remaining--
 		}
 	}
+	var traj *trajectory
+	if rec != nil && rec.traj != nil {
+		traj = rec.traj
+		c.journal = newJournal(len(c.ws))
+	}
 	stop := func() bool {
 		if rec != nil && firstStep {
 			rec.after = rec.fp(c)
 		}
 		firstStep = false
+		if traj != nil {
+			traj.record(c)
+		}
 		return remaining == 0
 	}
 	c.run(s.now.Add(horizon(opts)), true, endOf, emit, stop, true)

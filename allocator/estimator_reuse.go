@@ -19,6 +19,12 @@ type lastRun struct {
 	low, high []simStart
 	shares    []float64
 	now       time.Time
+	// For ForNew: the key of the state computed, that of the state both
+	// simulations reached after their first step (if nextOK), and the
+	// simulations' trajectories.
+	key, next uint64
+	nextOK    bool
+	traj      [2]*trajectory
 }
 
 // maxUncounted is how many admitted workloads a rebuild takes out of the

@@ -140,6 +140,7 @@ func (s *Snapshot) newSlot() int32 {
 
 // remove deletes the workload in slot entirely, freeing its GPUs.
 func (s *Snapshot) remove(slot int32) {
+	s.touch(slot)
 	x := &s.ws[slot]
 	if x.fl >= 0 {
 		s.unadmit(slot, false) // now pending, outside its class
@@ -308,6 +309,7 @@ func (s *Snapshot) makePending(slot int32) {
 
 // admit turns pending slot into an admitted one on candidate c, nodes.
 func (s *Snapshot) admit(slot int32, c cand, nodes []int32, a *Admission) {
+	s.touch(slot)
 	x := &s.ws[slot]
 	s.removeMember(x.cls, slot)
 	s.mixPending(slot, -1)
@@ -330,6 +332,7 @@ func (s *Snapshot) admit(slot int32, c cand, nodes []int32, a *Admission) {
 // unadmit turns admitted slot into a pending one; toClass=false leaves it
 // out of its class (the caller files it later, or removes it).
 func (s *Snapshot) unadmit(slot int32, toClass bool) {
+	s.touch(slot)
 	x := &s.ws[slot]
 	s.mixAdmitted(slot, -1)
 	s.removeAdmitted(slot)

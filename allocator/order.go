@@ -72,20 +72,24 @@ func (s *Snapshot) pendingInOrder() []int32 {
 		out = append(out, c.members...)
 	}
 	shares := s.shares()
-	slices.SortFunc(out, func(a, b int32) int {
-		x, y := &s.ws[a], &s.ws[b]
-		if px, py := s.oprio(&x.w), s.oprio(&y.w); px != py {
-			return cmp.Compare(py, px)
-		}
-		if sx, sy := shares[x.q], shares[y.q]; sx != sy {
-			return cmp.Compare(sx, sy)
-		}
-		if c := cmpCreated(x, y); c != 0 {
-			return c
-		}
-		return strings.Compare(x.w.ID, y.w.ID)
-	})
+	slices.SortFunc(out, func(a, b int32) int { return s.cmpOrder(shares, a, b) })
 	return out
+}
+
+// cmpOrder compares pending slots a and b in admission order (see Order)
+// under the queues' shares.
+func (s *Snapshot) cmpOrder(shares []float64, a, b int32) int {
+	x, y := &s.ws[a], &s.ws[b]
+	if px, py := s.oprio(&x.w), s.oprio(&y.w); px != py {
+		return cmp.Compare(py, px)
+	}
+	if sx, sy := shares[x.q], shares[y.q]; sx != sy {
+		return cmp.Compare(sx, sy)
+	}
+	if c := cmpCreated(x, y); c != 0 {
+		return c
+	}
+	return strings.Compare(x.w.ID, y.w.ID)
 }
 
 // Order returns the IDs of the pending workloads in admission order under

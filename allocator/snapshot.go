@@ -67,6 +67,9 @@ type Snapshot struct {
 	lean    bool
 	admSlab []Admission
 	nLive   int
+	// journal, when set, records the slots a simulation changes between
+	// its checkpoints (checkpoint.go); not state, not cloned.
+	journal *journal
 
 	// idOrder is set while the live slots' order is their IDs' order
 	// (NewSnapshot adds the workloads by ID; an Add that recycles a slot
@@ -293,12 +296,19 @@ func (s *Snapshot) workloadCount() int {
 }
 
 func (s *Snapshot) clone(byID map[string]int32) *Snapshot {
+	out := s.cloneState(byID)
+	out.ws = slices.Clone(s.ws)
+	return out
+}
+
+// cloneState is clone but for the workload slots, which it leaves nil
+// (a checkpoint keeps them apart: see checkpoint.go).
+func (s *Snapshot) cloneState(byID map[string]int32) *Snapshot {
 	out := &Snapshot{
 		c:          s.c,
 		ix:         s.ix,
 		now:        s.now,
 		ver:        s.ver,
-		ws:         slices.Clone(s.ws),
 		byID:       byID,
 		freeSlots:  slices.Clone(s.freeSlots),
 		nodeFree:   slices.Clone(s.nodeFree),
