@@ -74,11 +74,7 @@ func benchSnapshot(b *testing.B) *Snapshot {
 		s.Schedule()
 		// Spread the running work's admission times so that ends spread.
 		ws := s.Workloads()
-		for i := range ws {
-			if a := ws[i].Admission; a != nil {
-				a.At = now.Add(-time.Duration(r.Int64N(int64(ws[i].Duration))))
-			}
-		}
+		spreadAdmissions(r, ws, now)
 		benchSnap, benchErr = NewSnapshot(c, now, ws, s.Usage())
 	})
 	if benchErr != nil {
@@ -436,4 +432,14 @@ func BenchmarkEstimatorForNew(b *testing.B) {
 	b.ReportMetric(float64(exact), "exact-of-20")
 	b.ReportMetric(off[n/2], "off-median-min")
 	b.ReportMetric(off[n-1], "off-max-min")
+}
+
+// spreadAdmissions spreads the admitted workloads' admission times over
+// their durations before now, so that their ends spread.
+func spreadAdmissions(r *rand.Rand, ws []Workload, now time.Time) {
+	for i := range ws {
+		if a := ws[i].Admission; a != nil {
+			a.At = now.Add(-time.Duration(r.Int64N(int64(ws[i].Duration))))
+		}
+	}
 }

@@ -70,11 +70,7 @@ func TestFailMemoChangesNothing(t *testing.T) {
 			}
 			s.Schedule()
 			ws := s.Workloads()
-			for i := range ws {
-				if a := ws[i].Admission; a != nil {
-					a.At = t0.Add(-time.Duration(r.Int64N(int64(ws[i].Duration))))
-				}
-			}
+			spreadAdmissions(r, ws, t0)
 			with, err := NewSnapshot(c, t0, ws, s.Usage())
 			if err != nil {
 				t.Fatal(err)
