@@ -257,3 +257,74 @@ func TestForNewOnTheBenchmarkMix(t *testing.T) {
 	}
 	t.Logf("%d of %d exact, %d with a start", exact, n, known)
 }
+
+// TestForNewAMomentLater: a snapshot in the last computation's state but
+// for its Now, taken before either simulation changed anything, gets the
+// estimate the computation would have made with the new workload at its
+// Now (no earlier than the snapshot's); one taken when a simulation
+// foresaw a change, or with anything else changed, is declined.
+func TestForNewAMomentLater(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 11))
+	c := memoCluster(16, false)
+	s, err := NewSnapshot(c, t0, benchWorkloads(r, 500, t0), map[string]float64{"team0": 50, "team1": 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Schedule()
+	if s, err = NewSnapshot(c, t0, s.Workloads(), s.Usage()); err != nil {
+		t.Fatal(err)
+	}
+	opts := EstimateOptions{}
+	e := NewEstimator()
+	e.KeepCheckpoints = true
+	e.Estimates(s, opts)
+	quiet := e.last.quietUntil(opts)
+	if quiet.Sub(t0) < time.Minute {
+		t.Fatalf("the simulations change something %v after Now: want a quiet minute at least", quiet.Sub(t0))
+	}
+	at := func(now time.Time, usage map[string]float64) *Snapshot {
+		later, err := NewSnapshot(c, now, s.Workloads(), usage)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return later
+	}
+	clamped := 0
+	for _, shift := range []time.Duration{time.Second, quiet.Sub(t0) / 2, quiet.Sub(t0) - time.Second} {
+		later := at(t0.Add(shift), s.Usage())
+		for i := range 10 {
+			w := benchWorkloads(r, 1, t0)[0]
+			w.ID, w.Created = fmt.Sprintf("zz-new-%02d", i), later.Now()
+			got, ok := e.ForNew(withNew(t, later, w), w.ID, opts)
+			if !ok {
+				t.Fatalf("%v later, %s: declined", shift, w.ID)
+			}
+			then := w
+			then.Created = t0
+			want, ok := e.ForNew(withNew(t, s, then), w.ID, opts)
+			if !ok {
+				t.Fatalf("at Now, %s: declined", w.ID)
+			}
+			if want.Known && want.Earliest.Before(later.Now()) {
+				clamped++
+			}
+			want.Earliest, want.Latest = maxTime(want.Earliest, later.Now()), maxTime(want.Latest, later.Now())
+			if got != want {
+				t.Errorf("%v later, %s: %+v; want the computation's, %+v", shift, w.ID, got, want)
+			}
+		}
+	}
+	t.Logf("quiet for %v; %d of 30 answers start at the later Now", quiet.Sub(t0), clamped)
+	w := benchWorkloads(r, 1, t0)[0]
+	w.ID = "zz-late"
+	for name, later := range map[string]*Snapshot{
+		"when a simulation first changes something": at(quiet, s.Usage()),
+		"with other usage":                          at(t0.Add(time.Second), map[string]float64{"team0": 51, "team1": 200}),
+		"earlier than the computation":              at(t0.Add(-time.Second), s.Usage()),
+	} {
+		w.Created = later.Now()
+		if _, ok := e.ForNew(withNew(t, later, w), w.ID, opts); ok {
+			t.Errorf("%s: not declined", name)
+		}
+	}
+}

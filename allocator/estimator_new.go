@@ -11,6 +11,16 @@ import (
 // first step, as a rebuild takes it). ok is false when it is not (For
 // then answers, by EstimateFor).
 //
+// s may also be that state a moment later: the same in all but its Now,
+// which is before either simulation first changed anything after the
+// computation's Now (an end, or a start after Now). Nothing the
+// simulations foresaw has then happened, or should have: the answer is
+// the estimate the last computation would have made with the workload
+// there, at its Now, never earlier than s's Now. That is what the other
+// workloads' estimates are, until the next computation; a computation at
+// s's Now may differ from it by the rounding of ends, which is relative
+// to Now (roundEnd).
+//
 // It does not simulate everyone from Now. Each of the last computation's
 // two simulations kept checkpoints of its state (checkpoint.go); the
 // workload is added to the state of the last checkpoint before it could
@@ -36,11 +46,13 @@ func (e *Estimator) ForNew(s *Snapshot, id string, opts EstimateOptions) (est Es
 	}
 	l := &e.last
 	from := 0
-	switch k := e.fingerprintWithout(s, opts, slot); {
+	switch k := e.fingerprintWithout(s, opts, slot, s.now); {
 	case k == l.key:
 		from = -2 // the start
 	case l.nextOK && k == l.next:
 		from = -1 // after the first step, where a rebuild stands
+	case s.now.After(l.now) && s.now.Before(l.quietUntil(opts)) && e.fingerprintWithout(s, opts, slot, l.now) == l.key:
+		from = -2 // the start, a moment ago, and nothing happened since
 	default:
 		return Estimate{}, false
 	}
@@ -171,4 +183,39 @@ func (s *Snapshot) countsAhead(slot int32) (ahead, higher int) {
 		}
 	}
 	return ahead, higher
+}
+
+// quietUntil is when the last computation's simulations first changed
+// their state after its Now: the first end of a running workload (in
+// either simulation's end rule) or the first start after Now, whichever
+// comes first.
+func (l *lastRun) quietUntil(opts EstimateOptions) time.Time {
+	base := l.traj[0].base
+	var q time.Time
+	early := func(t time.Time) {
+		if q.IsZero() || t.Before(q) {
+			q = t
+		}
+	}
+	for _, high := range []bool{false, true} {
+		rule := base.endRuleFor(opts, high)
+		for i := range base.ws {
+			if x := &base.ws[i]; x.live && x.fl >= 0 {
+				if t, ok := rule.end(base, int32(i)); ok && t.After(l.now) {
+					early(t)
+				}
+			}
+		}
+	}
+	for _, ss := range [][]simStart{l.low, l.high} {
+		for _, st := range ss {
+			if st.ok && st.at.After(l.now) {
+				early(st.at)
+			}
+		}
+	}
+	if q.IsZero() {
+		return l.now.Add(horizon(opts))
+	}
+	return q
 }
