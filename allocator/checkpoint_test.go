@@ -259,10 +259,11 @@ func TestForNewOnTheBenchmarkMix(t *testing.T) {
 }
 
 // TestForNewAMomentLater: a snapshot in the last computation's state but
-// for its Now, taken before either simulation changed anything, gets the
-// estimate the computation would have made with the new workload at its
-// Now (no earlier than the snapshot's); one taken when a simulation
-// foresaw a change, or with anything else changed, is declined.
+// for its Now and its usage accrued to it, taken before either simulation
+// changed anything, gets the estimate the computation would have made
+// with the new workload at its Now (no earlier than the snapshot's); one
+// taken when a simulation foresaw a change, or with anything else changed
+// (the usage not accrued, or other), is declined.
 func TestForNewAMomentLater(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 11))
 	c := memoCluster(16, false)
@@ -289,9 +290,19 @@ func TestForNewAMomentLater(t *testing.T) {
 		}
 		return later
 	}
+	// accrued is s's usage at now, for the GPUs running, in two steps.
+	accrued := func(now time.Time) map[string]float64 {
+		a := s.Clone()
+		a.accrue(t0.Add(now.Sub(t0) / 3))
+		a.accrue(now)
+		return a.Usage()
+	}
+	if u := accrued(t0.Add(time.Minute)); u["team0"] <= s.Usage()["team0"] || u["team1"] <= s.Usage()["team1"] {
+		t.Fatalf("usage %v a minute later, %v at Now: want both teams' grown (GPUs running)", u, s.Usage())
+	}
 	clamped := 0
 	for _, shift := range []time.Duration{time.Second, quiet.Sub(t0) / 2, quiet.Sub(t0) - time.Second} {
-		later := at(t0.Add(shift), s.Usage())
+		later := at(t0.Add(shift), accrued(t0.Add(shift)))
 		for i := range 10 {
 			w := benchWorkloads(r, 1, t0)[0]
 			w.ID, w.Created = fmt.Sprintf("zz-new-%02d", i), later.Now()
@@ -318,7 +329,8 @@ func TestForNewAMomentLater(t *testing.T) {
 	w := benchWorkloads(r, 1, t0)[0]
 	w.ID = "zz-late"
 	for name, later := range map[string]*Snapshot{
-		"when a simulation first changes something": at(quiet, s.Usage()),
+		"when a simulation first changes something": at(quiet, accrued(quiet)),
+		"with the usage not accrued":                at(t0.Add(time.Minute), s.Usage()),
 		"with other usage":                          at(t0.Add(time.Second), map[string]float64{"team0": 51, "team1": 200}),
 		"earlier than the computation":              at(t0.Add(-time.Second), s.Usage()),
 	} {

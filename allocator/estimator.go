@@ -113,12 +113,12 @@ func (e *Estimator) Forget() {
 // combined order-independently, so that the same workloads added in
 // another order (another slot layout) give the same key.
 func (e *Estimator) fingerprint(s *Snapshot, opts EstimateOptions) uint64 {
-	return e.fingerprintWithout(s, opts, -1, s.now)
+	return e.fingerprintWithout(s, opts, -1, s.now, s.usage)
 }
 
 // fingerprintWithout is fingerprint of s as if the workload in slot skip
-// (-1: none) were not there and its time were now.
-func (e *Estimator) fingerprintWithout(s *Snapshot, opts EstimateOptions, skip int32, now time.Time) uint64 {
+// (-1: none) were not there and its time and usage were now and usage.
+func (e *Estimator) fingerprintWithout(s *Snapshot, opts EstimateOptions, skip int32, now time.Time, usage []float64) uint64 {
 	var h maphash.Hash
 	h.SetSeed(e.seed)
 	var buf [8]byte
@@ -132,7 +132,7 @@ func (e *Estimator) fingerprintWithout(s *Snapshot, opts EstimateOptions, skip i
 
 	hashCluster(&h, s.c, u64, str, f64)
 	tm(now)
-	for _, u := range s.usage {
+	for _, u := range usage {
 		f64(u)
 	}
 	// Each workload's fields in one buffer, hashed at once.

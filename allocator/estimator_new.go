@@ -1,6 +1,7 @@
 package allocator
 
 import (
+	"math"
 	"slices"
 	"time"
 )
@@ -13,7 +14,9 @@ import (
 //
 // s may also be that state a moment later: the same in all but its Now,
 // which is before either simulation first changed anything after the
-// computation's Now (an end, or a start after Now). Nothing the
+// computation's Now (an end, or a start after Now), and its usage, which
+// must be the computation's accrued to s's Now for the GPUs running, as
+// the simulations accrue it (accruedSince). Nothing the
 // simulations foresaw has then happened, or should have: the answer is
 // the estimate the last computation would have made with the workload
 // there, at its Now, never earlier than s's Now. That is what the other
@@ -46,12 +49,13 @@ func (e *Estimator) ForNew(s *Snapshot, id string, opts EstimateOptions) (est Es
 	}
 	l := &e.last
 	from := 0
-	switch k := e.fingerprintWithout(s, opts, slot, s.now); {
+	switch k := e.fingerprintWithout(s, opts, slot, s.now, s.usage); {
 	case k == l.key:
 		from = -2 // the start
 	case l.nextOK && k == l.next:
 		from = -1 // after the first step, where a rebuild stands
-	case s.now.After(l.now) && s.now.Before(l.quietUntil(opts)) && e.fingerprintWithout(s, opts, slot, l.now) == l.key:
+	case s.now.After(l.now) && s.now.Before(l.quietUntil(opts)) && accruedSince(l.traj[0].base, s) &&
+		e.fingerprintWithout(s, opts, slot, l.now, l.traj[0].base.usage) == l.key:
 		from = -2 // the start, a moment ago, and nothing happened since
 	default:
 		return Estimate{}, false
@@ -183,6 +187,24 @@ func (s *Snapshot) countsAhead(slot int32) (ahead, higher int) {
 		}
 	}
 	return ahead, higher
+}
+
+// accruedSince reports whether every queue's usage in s is its usage in
+// base accrued to s's Now for the GPUs it has admitted in base (DecayUsage,
+// as Snapshot.accrue does), to a relative 1e-9: the source of s's usage
+// may have accrued it in other steps, whose rounding differs.
+func accruedSince(base, s *Snapshot) bool {
+	if len(s.usage) != len(base.usage) {
+		return false
+	}
+	dt := s.now.Sub(base.now)
+	for q, u := range base.usage {
+		want := DecayUsage(u, base.running[q], dt, base.c.Policy.HalfLife)
+		if math.Abs(s.usage[q]-want) > 1e-9*max(1, math.Abs(want)) {
+			return false
+		}
+	}
+	return true
 }
 
 // quietUntil is when the last computation's simulations first changed
