@@ -16,8 +16,12 @@ import (
 // or Settle when the caller wants the result at once, as the console
 // does) recomputes them once for however many changes came meanwhile,
 // publishes them for reads, and posts those that moved materially. A
-// request command gets its own estimate (allocator.EstimateFor) without
-// recomputing everyone's, unless it would only add to the load: with a
+// request command gets its own estimate without recomputing everyone's:
+// when nothing but the request has changed since the last computation
+// (and no refresh is under way), from that computation's checkpoints in
+// a few milliseconds (fromCheckpoints, with the default engine); else by
+// simulating the queue for it alone (allocator.EstimateFor), unless that
+// would only add to the load: with a
 // refresher in the background that is computing or has a change waiting,
 // or with ownEstimatesAtOnce request estimates under way, its card and
 // reply say the estimate is being worked out, and the refresher's next
@@ -35,7 +39,9 @@ import (
 // EstimateEngine computes every pending workload's start estimate: the
 // refresher's one expensive step, made by one goroutine at a time. The
 // default is an allocator.Estimator, which answers from its last result
-// when neither the cluster nor the options changed. One workload's
+// when neither the cluster nor the options changed, and keeps its
+// simulations' checkpoints for new requests' own estimates (an engine
+// with a ForNew method, as the Estimator has, is asked those). One workload's
 // estimate (a request's own, a what-if) is allocator.EstimateFor, which
 // stops once that workload starts. The map returned is not modified.
 type EstimateEngine interface {
@@ -48,6 +54,15 @@ func WithEstimateEngine(e EstimateEngine) Option { return func(s *Service) { s.e
 
 var _ EstimateEngine = (*allocator.Estimator)(nil)
 
+// newEngine is the default estimate engine: an allocator.Estimator that
+// keeps its simulations' checkpoints, for the request commands' own
+// estimates (fromCheckpoints).
+func newEngine() *allocator.Estimator {
+	e := allocator.NewEstimator()
+	e.KeepCheckpoints = true
+	return e
+}
+
 // staleness is the refresher's "recompute" signal: marked by any number
 // of changes, taken once. It counts the marks and the refreshes, for
 // RefreshStats.
@@ -57,7 +72,7 @@ type staleness struct {
 }
 
 type refreshCounters struct {
-	changes, simulated, reused, unchanged, nanos atomic.Uint64
+	changes, simulated, reused, unchanged, nanos, checkpoints atomic.Uint64
 }
 
 func newStaleness() staleness {
@@ -125,17 +140,20 @@ func (s *Service) RunEstimates(ctx context.Context, clk clock.Clock, every time.
 // they predicted), Unchanged (nothing it depends on had changed; always 0
 // but for an allocator.Estimator, whose counts say which) — and the time
 // spent in the engine. Changes far above the refreshes is the coalescing
-// at work.
+// at work. FromCheckpoints counts the request commands whose own
+// estimate came from the engine's last computation (fromCheckpoints)
+// rather than a simulation of their own.
 type RefreshStats struct {
 	Changes, Simulated, Reused, Unchanged uint64
 	Computing                             time.Duration
+	FromCheckpoints                       uint64
 }
 
 // RefreshStats returns the counts so far. It never waits.
 func (s *Service) RefreshStats() RefreshStats {
 	c := s.estimates.stats
 	return RefreshStats{Changes: c.changes.Load(), Simulated: c.simulated.Load(), Reused: c.reused.Load(),
-		Unchanged: c.unchanged.Load(), Computing: time.Duration(c.nanos.Load())}
+		Unchanged: c.unchanged.Load(), Computing: time.Duration(c.nanos.Load()), FromCheckpoints: c.checkpoints.Load()}
 }
 
 // computeEstimates runs the engine and counts what it did (under emu).

@@ -1,9 +1,11 @@
 package commands_test
 
 import (
+	"maps"
 	"testing"
 	"time"
 
+	"github.com/gpubot/gpubot/allocator"
 	"github.com/gpubot/gpubot/commands"
 )
 
@@ -15,8 +17,12 @@ import (
 // posts in the thread exactly once, and the refresher's next pass posts
 // nothing more. When the refresher's pass comes first, it posts the first
 // estimate and the late one, when it comes, posts nothing.
+//
+// The engine keeps no checkpoints, so that each request's own estimate is
+// simulated (with them it comes from the refresher's last computation:
+// TestRequestEstimateFromCheckpoints).
 func TestRequestWhoseOwnEstimateIsLateGetsItsCardAtOnce(t *testing.T) {
-	e := newEnv(t, parse(t, small))
+	e := newEnv(t, parse(t, small), withEngine(allocator.NewEstimator()))
 	e.do("alice", "request 8xh100 for 4h")
 	e.do("alice", "request 8xh100 for 4h") // nlp's quota is in use: what follows queues
 	started, hold := make(chan struct{}), make(chan struct{})
@@ -105,9 +111,9 @@ func TestRequestWhoseOwnEstimateIsLateGetsItsCardAtOnce(t *testing.T) {
 }
 
 // TestRequestOwnEstimateInTimeIsOnItsCard: an own estimate ready within
-// the wait is on the card at once, with nothing late.
+// the wait is on the card at once, with nothing late (simulated, as above).
 func TestRequestOwnEstimateInTimeIsOnItsCard(t *testing.T) {
-	e := newEnv(t, parse(t, small))
+	e := newEnv(t, parse(t, small), withEngine(allocator.NewEstimator()))
 	e.do("alice", "request 8xh100 for 4h")
 	e.do("alice", "request 8xh100 for 4h")
 	clk, stop := e.refresher((&recorder{}).send)
@@ -121,3 +127,74 @@ func TestRequestOwnEstimateInTimeIsOnItsCard(t *testing.T) {
 	}
 	stop()
 }
+
+// lastEngine is the default estimate engine, an allocator.Estimator that
+// keeps its checkpoints, remembering its last computation's estimates.
+type lastEngine struct {
+	*allocator.Estimator
+	last map[string]allocator.Estimate
+}
+
+func (l *lastEngine) Estimates(s *allocator.Snapshot, opts allocator.EstimateOptions) map[string]allocator.Estimate {
+	l.last = maps.Clone(l.Estimator.Estimates(s, opts))
+	return l.last
+}
+
+// TestRequestEstimateFromCheckpoints: a request command takes its own
+// estimate from the refresher's last computation when the cluster is as
+// that computation saw it but for the request, also a moment later (no
+// simulation, one copy of the cluster for its card), and simulates it
+// when the cluster has changed since. From checkpoints, the estimate on
+// its card is the one the next full computation makes (but for the
+// rounding of ends), which then posts nothing new.
+func TestRequestEstimateFromCheckpoints(t *testing.T) {
+	est := allocator.NewEstimator()
+	est.KeepCheckpoints = true
+	en := &lastEngine{Estimator: est}
+	e := newEnv(t, parse(t, small), withEngine(en))
+	e.do("alice", "request 8xh100 for 4h")
+	e.do("alice", "request 8xh100 for 4h") // nlp's quota is in use: what follows queues
+	ask := func(user, text, id string, fromCheckpoints bool) {
+		t.Helper()
+		before, copies := e.svc.RefreshStats().FromCheckpoints, e.svc.SnapshotCopies()
+		outs := e.svc.Handle(e.ctx, commands.Input{User: user, Text: text})
+		check(t, outs, want{"channel #nlp " + id, id + " queued: starts "})
+		n, expect := e.svc.RefreshStats().FromCheckpoints-before, uint64(0)
+		if fromCheckpoints {
+			expect = 1
+			if c := e.svc.SnapshotCopies() - copies; c != 1 {
+				t.Errorf("%s: the cluster copied %d times, want once (for its card)", id, c)
+			}
+		}
+		if n != expect {
+			t.Fatalf("%s: %d estimates from checkpoints, want %d", id, n, expect)
+		}
+		first := e.req(id).FirstEstimate
+		settled := e.svc.Settle(e.ctx)
+		if first == nil || !first.Known {
+			t.Fatalf("%s: first estimate %+v, want a start", id, first)
+		}
+		if !fromCheckpoints {
+			return
+		}
+		checkNot(t, settled, want{"thread " + id, "New estimate"})
+		// The same but for the rounding of ends, relative to Now (each
+		// less than 1/32 of how far ahead; see allocator's roundEnd).
+		now := e.clock.Now()
+		near := func(a, b time.Time) bool { return absDur(a.Sub(b)) <= max(a.Sub(now), b.Sub(now))/16+time.Second }
+		full, ok := en.last[id]
+		if !ok || !full.Known || !near(first.Earliest, full.Earliest) || !near(first.Latest, full.Latest) ||
+			first.Position != full.Position || first.Reason != string(full.Reason) {
+			t.Errorf("%s: first estimate %+v, the full computation's %+v", id, first, full)
+		}
+	}
+	ask("alice", "request 8xh100 for 1h", "r3", true)
+	// A minute later, with nothing the last computation foresaw come due.
+	e.clock.SetTime(e.clock.Now().Add(time.Minute))
+	ask("bob", "request 8xh100 for 2h team nlp", "r4", true)
+	// Changed since the last computation: r2 is gone.
+	check(t, e.svc.Handle(e.ctx, commands.Input{User: "alice", Text: "cancel r2"}), want{"sender", "r2"})
+	ask("alice", "request 8xh100 for 3h", "r5", false)
+}
+
+func absDur(d time.Duration) time.Duration { return max(d, -d) }

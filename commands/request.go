@@ -111,6 +111,13 @@ func (s *Service) submit(c *call, r records.Request) {
 			r.KueueSaid = kueueKey(word, true)
 		} else if _, ok := s.provisioningWait(c, r); ok {
 			// It starts when its nodes are provisioned: no queue estimate.
+		} else if e, ok := s.fromCheckpoints(c, snap, r); ok {
+			est = &e
+			posted := toRecord(c.now, e)
+			r.Estimate, r.FirstEstimate = posted, posted
+			if w, ok := s.kueueWord(c, r.ID); ok {
+				r.KueueSaid = kueueKey(w, true)
+			}
 		} else if release, alone := s.ownEstimate(); !alone {
 			// Under load: the refresher's next pass (this submission
 			// marks the estimates stale) works it out, updates the card

@@ -145,7 +145,7 @@ func NewService(ctx context.Context, set Settings, deps Deps, opts ...Option) (*
 		people:      map[string]*Person{},
 		teams:       map[string]*Team{},
 		prio:        map[string]int32{},
-		engine:      allocator.NewEstimator(),
+		engine:      newEngine(),
 		ownWait:     DefaultOwnEstimateWait,
 		estimateOne: allocator.EstimateFor,
 		watch:       clock.RealClock{},

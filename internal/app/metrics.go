@@ -269,6 +269,9 @@ var (
 			"Far fewer than gpubot_estimate_changes_total: changes that come while one is computed cost one more.", []string{"result"}, nil)
 	descEstSeconds = prometheus.NewDesc("gpubot_estimate_computing_seconds_total",
 		"Time spent computing start estimates (off the command path).", nil, nil)
+	descEstCheckpoints = prometheus.NewDesc("gpubot_estimate_from_checkpoints_total",
+		"Request commands whose own start estimate came from the last computation's checkpoints (milliseconds), "+
+			"not a simulation of their own (the cluster had not changed since but for the request).", nil, nil)
 )
 
 // refreshCollector reports the estimate refresher's counts.
@@ -278,6 +281,7 @@ func (c refreshCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descEstChanges
 	ch <- descEstRefreshes
 	ch <- descEstSeconds
+	ch <- descEstCheckpoints
 }
 
 func (c refreshCollector) Collect(ch chan<- prometheus.Metric) {
@@ -287,6 +291,7 @@ func (c refreshCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descEstRefreshes, prometheus.CounterValue, float64(st.Reused), "reused")
 	ch <- prometheus.MustNewConstMetric(descEstRefreshes, prometheus.CounterValue, float64(st.Unchanged), "unchanged")
 	ch <- prometheus.MustNewConstMetric(descEstSeconds, prometheus.CounterValue, st.Computing.Seconds())
+	ch <- prometheus.MustNewConstMetric(descEstCheckpoints, prometheus.CounterValue, float64(st.FromCheckpoints))
 }
 
 // watchCluster adds the GPU metrics of svc's cluster, the estimate

@@ -133,6 +133,7 @@ func TestMetricsPassPromtoolAndSayWhatHappened(t *testing.T) {
 		`gpubot_estimate_refreshes_total{result="simulated"} 1`, // one Settle for all four
 		`gpubot_estimate_refreshes_total{result="reused"} 0`,
 		`gpubot_estimate_refreshes_total{result="unchanged"} 0`,
+		`gpubot_estimate_from_checkpoints_total 0`, // no computation came before the requests
 		`gpubot_zombies{kind="idle"} 2`,
 		`gpubot_zombies{kind="past-end"} 0`,
 		`gpubot_zombie_gpus{kind="idle"} 12`,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -132,7 +133,8 @@ func peakRSS() float64 {
 // time to the answer (the ephemeral reply); for requests, the time to
 // the card first showing an estimate; the commands refused as busy (the
 // runtime's queue full: answered at once, so the answer times include
-// them); the process's CPU for the commands. Tune with GPUBOT_BENCH_PENDING
+// them); the requests whose own estimate came from the last computation's
+// checkpoints (own-from-checkpoints); the process's CPU for the commands. Tune with GPUBOT_BENCH_PENDING
 // (default 2000) and GPUBOT_BENCH_RATE (commands per second, default 20).
 func BenchmarkSlackAckLatency(b *testing.B) {
 	pending := envInt(b, "GPUBOT_BENCH_PENDING", 2000)
@@ -140,7 +142,8 @@ func BenchmarkSlackAckLatency(b *testing.B) {
 	dir, cfg := b.TempDir(), benchConfig(b)
 	copySeeded(b, dir, cfg, pending)
 	fake := startFake(b)
-	bot := startSlackBot(b, fake, dir, cfg, clocktesting.NewFakeClock(start))
+	addr := freeAddr(b)
+	bot := startSlackBotAt(b, fake, dir, cfg, clocktesting.NewFakeClock(start), addr)
 	// Warm up: the connection is up and the service has answered once.
 	bot.command("U0CAROL", chRandom, "capacity")
 	bot.waitFor("the warm-up answer", func() bool { return len(fake.Ephemerals("U0CAROL")) == 1 })
@@ -251,6 +254,7 @@ func BenchmarkSlackAckLatency(b *testing.B) {
 	b.ReportMetric(quantile(estimated, 0.5), "p50-request-estimate-ms")
 	b.ReportMetric(quantile(estimated, 0.99), "p99-request-estimate-ms")
 	b.ReportMetric(float64(refused), "refused-busy")
+	b.ReportMetric(counter(b, addr, "gpubot_estimate_from_checkpoints_total"), "own-from-checkpoints")
 	b.ReportMetric(cpu, "cpu-s")
 	b.ReportMetric(peakRSS(), "peak-rss-MB")
 	b.ReportMetric(quantile(acks, 0.5), "p50-ack-ms")
@@ -405,4 +409,22 @@ func envInt(tb testing.TB, key string, def int) int {
 		tb.Fatalf("%s=%q: want a positive integer", key, v)
 	}
 	return n
+}
+
+// counter is the value of the unlabelled counter name on gpubot's
+// /metrics at addr.
+func counter(b *testing.B, addr, name string) float64 {
+	b.Helper()
+	code, body := httpGet(addr, "/metrics")
+	for line := range strings.Lines(body) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+" "); ok && code == http.StatusOK {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				b.Fatalf("/metrics: %s: %v", name, err)
+			}
+			return f
+		}
+	}
+	b.Fatalf("/metrics (%d) lacks %s", code, name)
+	return 0
 }
