@@ -63,16 +63,22 @@ type ownResult struct {
 	spot map[string]option
 }
 
-// ownEstimateWithin works out r's own estimate on snap with opts (and,
-// if due, the spot offer's starts, into c), releasing the own-estimate
-// turn when done. With a refresher in the background it waits at most
+// ownEstimateWithin works out r's own estimate on snap with opts, unless
+// known already (fromCheckpoints), and, if due, the spot offer's starts,
+// into c, releasing the own-estimate turn when done. With a refresher in the background it waits at most
 // the own-estimate wait: ok false means the estimate was not ready, and
 // it completes later (lateEstimate). It runs outside the write section.
-func (s *Service) ownEstimateWithin(c *call, snap *allocator.Snapshot, r records.Request, opts allocator.EstimateOptions, release func()) (allocator.Estimate, bool) {
+func (s *Service) ownEstimateWithin(c *call, snap *allocator.Snapshot, r records.Request, opts allocator.EstimateOptions, known *allocator.Estimate, release func()) (allocator.Estimate, bool) {
+	estimate := func() allocator.Estimate {
+		if known != nil {
+			return *known
+		}
+		return s.estimateOne(snap, r.ID, opts)
+	}
 	bg := s.bg.Load()
 	if bg == nil || s.ownWait < 0 {
 		defer release()
-		e := s.estimateOne(snap, r.ID, opts)
+		e := estimate()
 		if s.offerDue(c, snap, r, toRecord(c.now, e)) {
 			s.prepareOffer(c, snap, r)
 		}
@@ -90,7 +96,7 @@ func (s *Service) ownEstimateWithin(c *call, snap *allocator.Snapshot, r records
 	go func() {
 		defer release()
 		defer s.recovered(own, "working out a request's own estimate", func(string) {})
-		e := s.estimateOne(snap, r.ID, opts)
+		e := estimate()
 		if s.offerDue(own, snap, r, toRecord(own.now, e)) {
 			s.prepareOffer(own, snap, r)
 		}
@@ -160,22 +166,18 @@ type checkpointed interface {
 // refresher computes under emu, and the engine is not safe for concurrent
 // use), the cluster is in the state the last computation saw but for the
 // request (and its Now, while nothing that computation foresaw has come
-// due; see ForNew), and the request gets no spot offer (whose starts
-// need their own simulations: the own-estimate path works those out).
-// Its estimate is then the one the last computation would have made
-// with the request there, as every other request's estimate is until
-// the refresher's next pass, which this submission asks for and which
-// posts it again only if it moved materially.
+// due; see ForNew). Its estimate is then the one the last computation
+// would have made with the request there, as every other request's
+// estimate is until the refresher's next pass, which this submission asks
+// for and which posts it again only if it moved materially. If the
+// request gets a spot offer, whose starts need simulations of their own,
+// those are worked out as for a simulated own estimate (ownEstimateWithin,
+// with this estimate).
 func (s *Service) fromCheckpoints(c *call, snap *allocator.Snapshot, r records.Request) (allocator.Estimate, bool) {
 	eng, ok := s.engine.(checkpointed)
 	if !ok || !s.emu.TryLock() {
 		return allocator.Estimate{}, false
 	}
 	defer s.emu.Unlock()
-	e, ok := eng.ForNew(snap, r.ID, s.viewOptions(c))
-	if !ok || s.offerDue(c, snap, r, toRecord(c.now, e)) {
-		return allocator.Estimate{}, false
-	}
-	s.estimates.stats.checkpoints.Add(1)
-	return e, true
+	return eng.ForNew(snap, r.ID, s.viewOptions(c))
 }

@@ -198,3 +198,19 @@ func TestRequestEstimateFromCheckpoints(t *testing.T) {
 }
 
 func absDur(d time.Duration) time.Duration { return max(d, -d) }
+
+// TestRequestEstimateFromCheckpointsWithAnOffer: a request offered
+// elastic capacity takes its own estimate from the last computation too;
+// the offer's starts are worked out as before.
+func TestRequestEstimateFromCheckpointsWithAnOffer(t *testing.T) {
+	e := newElasticEnv(t)
+	before := e.svc.RefreshStats().FromCheckpoints
+	check(t, e.svc.Handle(e.ctx, commands.Input{User: "alice", Text: "/gpu request 8xh100 for 2h"}),
+		want{"channel #nlp r2", "Sooner on elastic capacity:\nreserved: starts in 3h–6h (11:00–14:00), next in line"},
+		want{"channel #nlp r2", "spot (spot): now, may be reclaimed"},
+		want{"sender", "/gpu switch r2 spot or /gpu switch r2 dws"},
+	)
+	if n := e.svc.RefreshStats().FromCheckpoints - before; n != 1 {
+		t.Errorf("%d estimates from checkpoints, want 1", n)
+	}
+}

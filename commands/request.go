@@ -111,9 +111,11 @@ func (s *Service) submit(c *call, r records.Request) {
 			r.KueueSaid = kueueKey(word, true)
 		} else if _, ok := s.provisioningWait(c, r); ok {
 			// It starts when its nodes are provisioned: no queue estimate.
-		} else if e, ok := s.fromCheckpoints(c, snap, r); ok {
-			est = &e
-			posted := toRecord(c.now, e)
+		} else if ck, fromCk := s.fromCheckpoints(c, snap, r); fromCk && !s.offerDue(c, snap, r, toRecord(c.now, ck)) {
+			// From the last computation, in milliseconds (ownestimate.go).
+			s.estimates.stats.checkpoints.Add(1)
+			est = &ck
+			posted := toRecord(c.now, ck)
 			r.Estimate, r.FirstEstimate = posted, posted
 			if w, ok := s.kueueWord(c, r.ID); ok {
 				r.KueueSaid = kueueKey(w, true)
@@ -133,10 +135,17 @@ func (s *Service) submit(c *call, r records.Request) {
 			// at most the own-estimate wait (ownestimate.go): if the
 			// estimate is late, the card and reply say it follows, and it
 			// completes the card itself.
+			// From the last computation when it answered, with the spot
+			// offer's starts still to work out.
+			var known *allocator.Estimate
+			if fromCk {
+				s.estimates.stats.checkpoints.Add(1)
+				known = &ck
+			}
 			opts := s.viewOptions(c)
 			var e allocator.Estimate
 			ready := false
-			s.outside(c, func() { e, ready = s.ownEstimateWithin(c, snap, r, opts, release) })
+			s.outside(c, func() { e, ready = s.ownEstimateWithin(c, snap, r, opts, known, release) })
 			later = !ready
 			if r, err = s.getRequest(c, r.ID); err != nil {
 				s.failed(c, "reading "+r.ID, err)
