@@ -208,13 +208,11 @@ func TestForNewAfterRebuild(t *testing.T) {
 	}
 }
 
-// TestForNewOnTheBenchmarkMix: on the benchmark cluster's mix (32
-// nodes), ForNew is EstimateFor's answer for most new requests of every
-// priority, and never more than an hour off for the rest (the
-// simulations run on after a checkpoint that does not have the request
-// in it; see ForNew). Seeded, so its counts are fixed: a wrong
-// checkpoint or a bound too late shows as estimates hours off.
-func TestForNewOnTheBenchmarkMix(t *testing.T) {
+// benchMixComputed is the benchmark cluster's mix on 32 nodes, scheduled,
+// at t0, and an Estimator with checkpoints that computed it, with the
+// seeded source of the workloads to come.
+func benchMixComputed(t *testing.T) (*rand.Rand, *Cluster, *Snapshot, EstimateOptions, *Estimator) {
+	t.Helper()
 	r := rand.New(rand.NewPCG(5, 11))
 	c := memoCluster(16, false)
 	s, err := NewSnapshot(c, t0, benchWorkloads(r, 500, t0), map[string]float64{"team0": 50, "team1": 200})
@@ -229,6 +227,17 @@ func TestForNewOnTheBenchmarkMix(t *testing.T) {
 	e := NewEstimator()
 	e.KeepCheckpoints = true
 	e.Estimates(s, opts)
+	return r, c, s, opts, e
+}
+
+// TestForNewOnTheBenchmarkMix: on the benchmark cluster's mix (32
+// nodes), ForNew is EstimateFor's answer for most new requests of every
+// priority, and never more than an hour off for the rest (the
+// simulations run on after a checkpoint that does not have the request
+// in it; see ForNew). Seeded, so its counts are fixed: a wrong
+// checkpoint or a bound too late shows as estimates hours off.
+func TestForNewOnTheBenchmarkMix(t *testing.T) {
+	r, _, s, opts, e := benchMixComputed(t)
 	const n = 40
 	exact, known := 0, 0
 	for i := range n {
@@ -265,20 +274,7 @@ func TestForNewOnTheBenchmarkMix(t *testing.T) {
 // taken when a simulation foresaw a change, or with anything else changed
 // (the usage not accrued, or other), is declined.
 func TestForNewAMomentLater(t *testing.T) {
-	r := rand.New(rand.NewPCG(5, 11))
-	c := memoCluster(16, false)
-	s, err := NewSnapshot(c, t0, benchWorkloads(r, 500, t0), map[string]float64{"team0": 50, "team1": 200})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Schedule()
-	if s, err = NewSnapshot(c, t0, s.Workloads(), s.Usage()); err != nil {
-		t.Fatal(err)
-	}
-	opts := EstimateOptions{}
-	e := NewEstimator()
-	e.KeepCheckpoints = true
-	e.Estimates(s, opts)
+	r, c, s, opts, e := benchMixComputed(t)
 	quiet := e.last.quietUntil(opts)
 	if quiet.Sub(t0) < time.Minute {
 		t.Fatalf("the simulations change something %v after Now: want a quiet minute at least", quiet.Sub(t0))
