@@ -40,8 +40,9 @@ import (
 // refresher's one expensive step, made by one goroutine at a time. The
 // default is an allocator.Estimator, which answers from its last result
 // when neither the cluster nor the options changed, and keeps its
-// simulations' checkpoints for new requests' own estimates (an engine
-// with a ForNew method, as the Estimator has, is asked those). One workload's
+// simulations' checkpoints for new requests' own estimates unless the
+// queue is busy (busyChanges; an engine with a ForNew method, as the
+// Estimator has, is asked those). One workload's
 // estimate (a request's own, a what-if) is allocator.EstimateFor, which
 // stops once that workload starts. The map returned is not modified.
 type EstimateEngine interface {
@@ -54,13 +55,22 @@ func WithEstimateEngine(e EstimateEngine) Option { return func(s *Service) { s.e
 
 var _ EstimateEngine = (*allocator.Estimator)(nil)
 
-// newEngine is the default estimate engine: an allocator.Estimator that
-// keeps its simulations' checkpoints, for the request commands' own
-// estimates (fromCheckpoints).
-func newEngine() *allocator.Estimator {
-	e := allocator.NewEstimator()
-	e.KeepCheckpoints = true
-	return e
+// busyChanges is how many changes since the last refresh make the queue
+// busy: the default engine then keeps no checkpoints for the request
+// commands' own estimates (fromCheckpoints). A request would find the
+// queue moved on since the computation anyway (at 100 commands a second,
+// 1 of 3 600 requests used them), and they cost each computation about
+// 40 MB of allocation on 10 000 pending (BENCHMARKS.md).
+const busyChanges = 4
+
+// keepCheckpoints turns the default engine's checkpoints on for this
+// refresh unless the queue is busy (under emu).
+func (s *Service) keepCheckpoints() {
+	n := s.estimates.stats.changes.Load()
+	if s.own != nil {
+		s.own.KeepCheckpoints = n-s.seen <= busyChanges
+	}
+	s.seen = n
 }
 
 // staleness is the refresher's "recompute" signal: marked by any number
@@ -201,6 +211,7 @@ func (s *Service) refresh(ctx context.Context) (outs []Output) {
 	v := s.view()
 	snap := s.clone(v.snap)
 	opts := s.estimateOptions(c)
+	s.keepCheckpoints()
 	ests := s.computeEstimates(snap, opts)
 	s.setEstimates(ests, opts, s.requestMix(c), c.now, v.snap)
 	s.prepareOffers(c, snap, ests)

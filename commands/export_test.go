@@ -67,3 +67,7 @@ func SetBetweenChunks(fn func()) (restore func()) {
 	betweenChunks = fn
 	return func() { betweenChunks = old }
 }
+
+// BusyChanges is how many changes since the last refresh make the queue
+// busy (no checkpoints kept).
+const BusyChanges = busyChanges

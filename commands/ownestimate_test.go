@@ -2,6 +2,8 @@ package commands_test
 
 import (
 	"maps"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -213,4 +215,28 @@ func TestRequestEstimateFromCheckpointsWithAnOffer(t *testing.T) {
 	if n := e.svc.RefreshStats().FromCheckpoints - before; n != 1 {
 		t.Errorf("%d estimates from checkpoints, want 1", n)
 	}
+}
+
+// TestNoCheckpointsWhileTheQueueIsBusy: a refresh after more than
+// BusyChanges changes keeps no checkpoints (the next request simulates
+// its own estimate); the next one after a single change does again.
+func TestNoCheckpointsWhileTheQueueIsBusy(t *testing.T) {
+	e := newEnv(t, parse(t, strings.Replace(small, "maxDuration: 2d", "maxDuration: 30d", 1)))
+	e.do("alice", "request 8xh100 for 4h")
+	e.do("alice", "request 8xh100 for 4h") // nlp's quota is in use: what follows queues
+	for range commands.BusyChanges + 1 {
+		e.svc.Handle(e.ctx, commands.Input{User: "bob", Text: "request 8xh100 for 1d team nlp"})
+	}
+	e.svc.Settle(e.ctx) // all of them at once: busy
+	ask := func(id string, expect uint64) {
+		t.Helper()
+		before := e.svc.RefreshStats().FromCheckpoints
+		check(t, e.svc.Handle(e.ctx, commands.Input{User: "alice", Text: "request 8xh100 for 1h"}), want{"channel #nlp " + id, id + " queued: starts "})
+		if n := e.svc.RefreshStats().FromCheckpoints - before; n != expect {
+			t.Errorf("%s: %d estimates from checkpoints, want %d", id, n, expect)
+		}
+		e.svc.Settle(e.ctx)
+	}
+	ask("r"+strconv.Itoa(commands.BusyChanges+4), 0)
+	ask("r"+strconv.Itoa(commands.BusyChanges+5), 1)
 }

@@ -130,6 +130,12 @@ type Service struct {
 	cache     requestCache
 	vmu       sync.Mutex // publishing views
 	cur       atomic.Pointer[view]
+
+	// own is the default estimate engine (nil if replaced), whose
+	// checkpoints each refresh turns on or off; seen is the changes
+	// counted at the last refresh. Guarded by emu.
+	own  *allocator.Estimator
+	seen uint64
 }
 
 // NewService checks the settings against the cluster and returns a service.
@@ -137,6 +143,7 @@ func NewService(ctx context.Context, set Settings, deps Deps, opts ...Option) (*
 	if deps.Cluster == nil || deps.Requests == nil || deps.IDs == nil || deps.Audit == nil || deps.Usage == nil || deps.Clock == nil {
 		return nil, errors.New("commands: NewService needs every dependency in Deps")
 	}
+	own := allocator.NewEstimator()
 	s := &Service{
 		set:         set,
 		deps:        deps,
@@ -145,7 +152,8 @@ func NewService(ctx context.Context, set Settings, deps Deps, opts ...Option) (*
 		people:      map[string]*Person{},
 		teams:       map[string]*Team{},
 		prio:        map[string]int32{},
-		engine:      newEngine(),
+		engine:      own,
+		own:         own,
 		ownWait:     DefaultOwnEstimateWait,
 		estimateOne: allocator.EstimateFor,
 		watch:       clock.RealClock{},
@@ -153,6 +161,9 @@ func NewService(ctx context.Context, set Settings, deps Deps, opts ...Option) (*
 	}
 	for _, o := range opts {
 		o(s)
+	}
+	if s.engine != EstimateEngine(own) {
+		s.own = nil
 	}
 	s.stepper, _ = deps.Cluster.(Stepper)
 	if s.set.EndWarning <= 0 {
