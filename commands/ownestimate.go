@@ -65,9 +65,10 @@ type ownResult struct {
 
 // ownEstimateWithin works out r's own estimate on snap with opts, unless
 // known already (fromCheckpoints), and, if due, the spot offer's starts,
-// into c, releasing the own-estimate turn when done. With a refresher in the background it waits at most
-// the own-estimate wait: ok false means the estimate was not ready, and
-// it completes later (lateEstimate). It runs outside the write section.
+// into c, releasing the own-estimate turn when done. With a refresher in
+// the background it waits at most the own-estimate wait: ok false means
+// the estimate was not ready, and it completes later (lateEstimate). It
+// runs outside the write section.
 func (s *Service) ownEstimateWithin(c *call, snap *allocator.Snapshot, r records.Request, opts allocator.EstimateOptions, known *allocator.Estimate, release func()) (allocator.Estimate, bool) {
 	estimate := func() allocator.Estimate {
 		if known != nil {

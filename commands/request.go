@@ -115,28 +115,22 @@ func (s *Service) submit(c *call, r records.Request) {
 			// From the last computation, in milliseconds (ownestimate.go).
 			s.estimates.stats.checkpoints.Add(1)
 			est = &ck
-			posted := toRecord(c.now, ck)
-			r.Estimate, r.FirstEstimate = posted, posted
-			if w, ok := s.kueueWord(c, r.ID); ok {
-				r.KueueSaid = kueueKey(w, true)
-			}
+			s.firstEstimate(c, &r, ck)
 		} else if release, alone := s.ownEstimate(); !alone {
 			// Under load: the refresher's next pass (this submission
 			// marks the estimates stale) works it out, updates the card
 			// and posts it in the thread (postEstimates).
 			later = true
-			if w, ok := s.kueueWord(c, r.ID); ok {
-				r.KueueSaid = kueueKey(w, true)
-			}
+			s.kueueSays(c, &r)
 		} else {
-			// Its own estimate only, computed outside the write section;
-			// meanwhile others may change it (admit it), so it is read
-			// again after. With a refresher in the background it waits
-			// at most the own-estimate wait (ownestimate.go): if the
-			// estimate is late, the card and reply say it follows, and it
-			// completes the card itself.
-			// From the last computation when it answered, with the spot
-			// offer's starts still to work out.
+			// Its own estimate only (from the last computation when that
+			// answered, with the spot offer's starts still to work out),
+			// computed outside the write section; meanwhile others may
+			// change it (admit it), so it is read again after. With a
+			// refresher in the background it waits at most the
+			// own-estimate wait (ownestimate.go): if the estimate is late,
+			// the card and reply say it follows, and it completes the card
+			// itself.
 			var known *allocator.Estimate
 			if fromCk {
 				s.estimates.stats.checkpoints.Add(1)
@@ -156,16 +150,10 @@ func (s *Service) submit(c *call, r records.Request) {
 				return
 			}
 			if later {
-				if w, ok := s.kueueWord(c, r.ID); ok {
-					r.KueueSaid = kueueKey(w, true)
-				}
+				s.kueueSays(c, &r)
 			} else if r.State == records.StateQueued && r.Estimate == nil {
 				est = &e
-				posted := toRecord(c.now, e)
-				r.Estimate, r.FirstEstimate = posted, posted
-				if w, ok := s.kueueWord(c, r.ID); ok {
-					r.KueueSaid = kueueKey(w, true)
-				}
+				s.firstEstimate(c, &r, e)
 			}
 		}
 		if err := s.putRequest(c, r); err != nil {
@@ -199,6 +187,21 @@ func (s *Service) submit(c *call, r records.Request) {
 			note += " " + estimateFollows
 		}
 		c.private(plain(fmt.Sprintf("%s.%s Updates follow in its thread in %s.", card.Text, note, r.Channel)))
+	}
+}
+
+// firstEstimate saves e as queued r's first estimate, with what Kueue
+// says of r.
+func (s *Service) firstEstimate(c *call, r *records.Request, e allocator.Estimate) {
+	posted := toRecord(c.now, e)
+	r.Estimate, r.FirstEstimate = posted, posted
+	s.kueueSays(c, r)
+}
+
+// kueueSays keeps what Kueue says of queued r, if it says anything.
+func (s *Service) kueueSays(c *call, r *records.Request) {
+	if w, ok := s.kueueWord(c, r.ID); ok {
+		r.KueueSaid = kueueKey(w, true)
 	}
 }
 
