@@ -60,6 +60,12 @@ func benchWorkloads(r *rand.Rand, n int, now time.Time) []Workload {
 // benchSnapshot returns the shared big snapshot (do not mutate it).
 func benchSnapshot(b *testing.B) *Snapshot {
 	b.Helper()
+	return benchState(b)
+}
+
+// benchState is benchSnapshot for tests too.
+func benchState(tb testing.TB) *Snapshot {
+	tb.Helper()
 	benchOnce.Do(func() {
 		now := t0
 		r := rand.New(rand.NewPCG(1, 2))
@@ -78,7 +84,7 @@ func benchSnapshot(b *testing.B) *Snapshot {
 		benchSnap, benchErr = NewSnapshot(c, now, ws, s.Usage())
 	})
 	if benchErr != nil {
-		b.Fatal(benchErr)
+		tb.Fatal(benchErr)
 	}
 	return benchSnap
 }

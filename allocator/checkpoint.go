@@ -171,14 +171,28 @@ func (t *trajectory) resume(k int, w Workload, rule *endRule, until time.Time) s
 	}
 	c.nLive++
 	var st simStart
-	endOf := func(slot int32) (time.Time, bool) { return rule.end(c, slot) }
 	emit := func(k EventKind, sl, _ int32) {
 		if k == EventAdmitted && sl == slot && !st.ok {
 			st = simStart{at: c.now, ok: true}
 		}
 	}
-	c.run(until, true, endOf, emit, func() bool { return st.ok }, true)
+	continueFrom(c, k, rule, until, emit, func() bool { return st.ok })
 	return st
+}
+
+// continueFrom runs the simulation on from c, the state at checkpoint k
+// (as at restored it, with or without additions), as the simulation that
+// recorded it went on. A checkpoint after the first step is taken after
+// that step's admission cycles at its instant, so the run goes on from
+// the next end: cycles run again at the same instant would not be the
+// simulation's (they can act at once on what that step preempted, whose
+// victims a cycle holds back until it ends), and everyone's starts
+// after it would move. The start (-2) is before its first step, and the
+// state after the first step (-1) is taken as a rebuild takes it: a
+// computation on that state runs cycles at its Now first.
+func continueFrom(c *Snapshot, k int, rule *endRule, until time.Time, emit sink, stop func() bool) {
+	endOf := func(slot int32) (time.Time, bool) { return rule.end(c, slot) }
+	c.run(until, true, endOf, emit, stop, k < 0)
 }
 
 // checkpointBefore is the latest checkpoint of cks strictly before at,

@@ -231,11 +231,11 @@ func benchMixComputed(t *testing.T) (*rand.Rand, *Cluster, *Snapshot, EstimateOp
 }
 
 // TestForNewOnTheBenchmarkMix: on the benchmark cluster's mix (32
-// nodes), ForNew is EstimateFor's answer for most new requests of every
-// priority, and never more than an hour off for the rest (the
-// simulations run on after a checkpoint that does not have the request
-// in it; see ForNew). Seeded, so its counts are fixed: a wrong
-// checkpoint or a bound too late shows as estimates hours off.
+// nodes), ForNew is EstimateFor's answer for new requests of every
+// priority (40 of 40; all but one asked, for what ForNew leaves out), and
+// never more than an hour off for the rest. Seeded, so its counts are
+// fixed: a wrong checkpoint or a bound too late shows as estimates hours
+// off, cycles run again at the checkpoint's instant as 37 of 40.
 func TestForNewOnTheBenchmarkMix(t *testing.T) {
 	r, _, s, opts, e := benchMixComputed(t)
 	const n = 40
@@ -261,10 +261,64 @@ func TestForNewOnTheBenchmarkMix(t *testing.T) {
 				got.Earliest.Sub(t0), got.Latest.Sub(t0), got.Known, want.Earliest.Sub(t0), want.Latest.Sub(t0), want.Known)
 		}
 	}
-	if exact < n*3/4 || known < n/2 {
-		t.Errorf("%d of %d exact (%d with a start): want at least three in four", exact, n, known)
+	if exact < n-1 || known < n/2 {
+		t.Errorf("%d of %d exact (%d with a start): want all but one at most", exact, n, known)
 	}
 	t.Logf("%d of %d exact, %d with a start", exact, n, known)
+}
+
+// TestContinueFromCheckpoints: run on from any of its checkpoints, a
+// simulation starts every workload still pending there when the
+// simulation that recorded it did (the starts the Estimator kept). On
+// the benchmark mix some steps preempt, and cycles run again at a
+// checkpoint's own instant act on their victims at once, which moved
+// dozens of starts by an hour and some of ForNew's answers with them.
+func TestContinueFromCheckpoints(t *testing.T) {
+	_, after, opts, _, err := admissionStates(benchState(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := NewEstimator()
+	e.KeepCheckpoints = true
+	e.Estimates(after, opts)
+	continueCheck(t, after, opts, e)
+}
+
+func continueCheck(t *testing.T, s *Snapshot, opts EstimateOptions, e *Estimator) {
+	until := s.now.Add(horizon(opts))
+	for i, high := range []bool{false, true} {
+		tr, kept := e.last.traj[i], e.last.low
+		if high {
+			kept = e.last.high
+		}
+		rule := s.endRuleFor(opts, high)
+		moved := 0
+		for k := range tr.cks {
+			if k%6 != 4 {
+				continue // each run is the whole rest: some of them
+			}
+			c := tr.at(k)
+			at, first := c.now, make([]simStart, len(c.ws))
+			continueFrom(c, k, &rule, until, func(kind EventKind, slot, _ int32) {
+				if kind == EventAdmitted && !first[slot].ok {
+					first[slot] = simStart{at: c.now, ok: true}
+				}
+			}, nil)
+			for slot := range tr.base.ws {
+				x, was := &tr.base.ws[slot], kept[slot]
+				if !x.live || x.fl >= 0 || (was.ok && !was.at.After(at)) {
+					continue // running at Now, or started by checkpoint k
+				}
+				if got := first[slot]; got.ok != was.ok || !got.at.Equal(was.at) {
+					if moved++; moved <= 3 {
+						t.Errorf("high %v, checkpoint %d (%v): %s starts at %v (%v), the simulation's at %v (%v)", high, k,
+							at.Sub(t0), x.w.ID, got.at.Sub(t0), got.ok, was.at.Sub(t0), was.ok)
+					}
+				}
+			}
+		}
+		t.Logf("high %v: %d starts differ over %d checkpoints", high, moved, len(tr.cks))
+	}
 }
 
 // TestForNewAMomentLater: a snapshot in the last computation's state but

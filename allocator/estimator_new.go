@@ -38,8 +38,9 @@ import (
 // that checkpoint without being admitted: the pending mix that
 // fragmentation-aware placements read, and its turns as its queue's head
 // in one-head cycles. On the benchmark cluster the result is the full
-// computation's exactly for most new requests and an admission step off
-// for the rest (BenchmarkEstimatorForNew reports how many and how far).
+// computation's exactly for the requests tried (BenchmarkEstimatorForNew
+// reports how many of its 20 and how far the others are;
+// TestForNewOnTheBenchmarkMix has 40 of 40).
 // The other workloads' estimates are not updated: the next Estimates
 // computes them (a new request moves thousands of them).
 func (e *Estimator) ForNew(s *Snapshot, id string, opts EstimateOptions) (est Estimate, ok bool) {
