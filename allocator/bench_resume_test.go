@@ -1,8 +1,6 @@
 package allocator
 
 import (
-	"fmt"
-	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -23,23 +21,12 @@ import (
 // higher priority resumes near Now and costs about a full computation
 // (BENCHMARKS.md).
 func BenchmarkEstimatorResumeAfterNewRequest(b *testing.B) {
-	_, after, opts, _ := benchAdmission(b)
-	e := NewEstimator()
-	e.KeepCheckpoints = true
-	e.Estimates(after, opts)
-	const n = 20
-	r := rand.New(rand.NewPCG(7, 9))
-	snaps, ws := make([]*Snapshot, n), make([]Workload, n)
+	e, opts, snaps, ws := newRequests(b)
+	n := len(snaps)
 	took := make([]float64, n)
 	exact := 0
-	for i := range snaps {
-		w := benchWorkloads(r, 1, after.Now())[0]
-		w.ID, w.Created = fmt.Sprintf("zz-new-%02d", i), after.Now()
-		s, err := NewSnapshot(after.Cluster(), after.Now(), append(after.Workloads(), w), after.Usage())
-		if err != nil {
-			b.Fatal(err)
-		}
-		snaps[i], ws[i] = s, w
+	for i, s := range snaps {
+		w := ws[i]
 		start := time.Now()
 		got := e.resumeToEnd(s, w, opts)
 		took[i] = float64(time.Since(start)) / float64(time.Millisecond)

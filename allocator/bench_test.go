@@ -399,22 +399,13 @@ func newRequestReach(b *testing.B, s *Snapshot, opts EstimateOptions, n int) (me
 // and how far the others were, as the mean distance of the two ends
 // (off-median-min, off-max-min; 0 when exact).
 func BenchmarkEstimatorForNew(b *testing.B) {
-	_, after, opts, _ := benchAdmission(b)
-	e := NewEstimator()
-	e.KeepCheckpoints = true
-	e.Estimates(after, opts)
-	const n = 20
-	r := rand.New(rand.NewPCG(7, 9))
-	snaps, ids := make([]*Snapshot, n), make([]string, n)
+	e, opts, snaps, ws := newRequests(b)
+	n := len(snaps)
+	ids := make([]string, n)
 	exact, off := 0, make([]float64, n)
-	for i := range snaps {
-		w := benchWorkloads(r, 1, after.Now())[0]
-		w.ID, w.Created = fmt.Sprintf("zz-new-%02d", i), after.Now()
-		s, err := NewSnapshot(after.Cluster(), after.Now(), append(after.Workloads(), w), after.Usage())
-		if err != nil {
-			b.Fatal(err)
-		}
-		snaps[i], ids[i] = s, w.ID
+	for i, s := range snaps {
+		w := ws[i]
+		ids[i] = w.ID
 		got, ok := e.ForNew(s, w.ID, opts)
 		if !ok {
 			b.Fatalf("%s: no estimate from the last computation", w.ID)
@@ -438,6 +429,29 @@ func BenchmarkEstimatorForNew(b *testing.B) {
 	b.ReportMetric(float64(exact), "exact-of-20")
 	b.ReportMetric(off[n/2], "off-median-min")
 	b.ReportMetric(off[n-1], "off-max-min")
+}
+
+// newRequests is an Estimator that computed BenchmarkEstimatorAfter-
+// Admission's state after, with checkpoints, and 20 random requests of
+// the benchmark's mix, each added alone to that state in a fresh
+// snapshot.
+func newRequests(b *testing.B) (e *Estimator, opts EstimateOptions, snaps []*Snapshot, ws []Workload) {
+	b.Helper()
+	_, after, opts, _ := benchAdmission(b)
+	e = NewEstimator()
+	e.KeepCheckpoints = true
+	e.Estimates(after, opts)
+	r := rand.New(rand.NewPCG(7, 9))
+	for i := range 20 {
+		w := benchWorkloads(r, 1, after.Now())[0]
+		w.ID, w.Created = fmt.Sprintf("zz-new-%02d", i), after.Now()
+		s, err := NewSnapshot(after.Cluster(), after.Now(), append(after.Workloads(), w), after.Usage())
+		if err != nil {
+			b.Fatal(err)
+		}
+		snaps, ws = append(snaps, s), append(ws, w)
+	}
+	return e, opts, snaps, ws
 }
 
 // spreadAdmissions spreads the admitted workloads' admission times over
