@@ -324,7 +324,9 @@ func admissionStates(s *Snapshot) (before, after *Snapshot, opts EstimateOptions
 // once one new request arrived, from an Estimator that computed the state
 // before it, on a fresh snapshot. A new pending workload changes the
 // fragmentation mix that placement scores read and the cycles it heads,
-// so no reuse is known to be exact: the Estimator simulates in full. The
+// so no reuse is known to be exact in general: the Estimator simulates
+// in full (resuming from checkpoints was exact on the requests tried but
+// saves only a third: BenchmarkEstimatorResumeAfterNewRequest). The
 // others-moved metrics say how much of the answer a new request changes
 // (newRequestReach, 20 random requests).
 func BenchmarkEstimatorAfterNewRequest(b *testing.B) { afterNewRequest(b, false) }
