@@ -188,9 +188,10 @@ func (t *trajectory) resume(k int, w Workload, rule *endRule, until time.Time) s
 // the simulation's (it acts at once on what that step's preemptions
 // freed, and preempts again, which the simulation does only at its next
 // end: on the benchmark state up to 46 admissions and 35 preemptions at
-// one checkpoint), and everyone's starts after it would move. The start (-2) is before its first step, and the
-// state after the first step (-1) is taken as a rebuild takes it: a
-// computation on that state runs cycles at its Now first.
+// one checkpoint), and everyone's starts after it would move. The start
+// (-2) is before its first step, and the state after the first step (-1)
+// is taken as a rebuild takes it: a computation on that state runs
+// cycles at its Now first.
 func continueFrom(c *Snapshot, k int, rule *endRule, until time.Time, emit sink, stop func() bool) {
 	endOf := func(slot int32) (time.Time, bool) { return rule.end(c, slot) }
 	c.run(until, true, endOf, emit, stop, k < 0)

@@ -270,21 +270,17 @@ func TestForNewOnTheBenchmarkMix(t *testing.T) {
 // TestContinueFromCheckpoints: run on from any of its checkpoints, a
 // simulation starts every workload still pending there when the
 // simulation that recorded it did (the starts the Estimator kept). On
-// the benchmark mix some steps preempt, and cycles run again at a
-// checkpoint's own instant act on their victims at once, which moved
-// dozens of starts by an hour and some of ForNew's answers with them.
+// the benchmark state some steps preempt, and a Schedule run again at a
+// checkpoint's own instant acts on what they freed at once: that moved
+// thousands of starts, typically by an hour.
 func TestContinueFromCheckpoints(t *testing.T) {
-	_, after, opts, _, err := admissionStates(benchState(t))
+	_, s, opts, _, err := admissionStates(benchState(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := NewEstimator()
 	e.KeepCheckpoints = true
-	e.Estimates(after, opts)
-	continueCheck(t, after, opts, e)
-}
-
-func continueCheck(t *testing.T, s *Snapshot, opts EstimateOptions, e *Estimator) {
+	e.Estimates(s, opts)
 	until := s.now.Add(horizon(opts))
 	for i, high := range []bool{false, true} {
 		tr, kept := e.last.traj[i], e.last.low
