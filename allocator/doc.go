@@ -223,9 +223,10 @@
 // runtime at the low and at the high end of its Range (fraction of the
 // requested Duration; its own from EstimateOptions.Workloads, else its
 // queue's): at each end, the workload finishes and a cycle runs. Ends
-// are rounded up onto a grid, a Step (a second) apart near Now and about
+// are rounded onto a grid, a Step (a second) apart near Now and about
 // 1/32 of how far ahead beyond (roundEnd), so that ends close together
-// take one cycle. A workload's estimate is its first admission in each
+// take one cycle: down in the low run, up in the high one, so that the
+// grid widens a range rather than moving it. A workload's estimate is its first admission in each
 // run; its Latest is then stretched for the arrivals that would go first
 // (EstimateOptions.Arrivals). Both runs stop once every pending workload
 // has been admitted, at the horizon, or when nothing is left to end.

@@ -49,9 +49,10 @@ type EstimateOptions struct {
 	// Horizon stops the simulation at Now+Horizon; 0 means DefaultHorizon.
 	Horizon time.Duration
 	// Step is the simulations' finest resolution: every simulated end is
-	// rounded up onto a grid after Now whose spacing is Step for the next
+	// rounded onto a grid after Now whose spacing is Step for the next
 	// 32 Steps and about 1/32 of how far ahead beyond (roundEnd), so
-	// that ends close together are taken in one cycle. 0 means
+	// that ends close together are taken in one cycle: down in the low
+	// simulation, up in the high one. 0 means
 	// DefaultStep; negative means none (every end at its own time).
 	Step time.Duration
 }
@@ -79,6 +80,25 @@ func roundEnd(now, t time.Time, step time.Duration) time.Time {
 	if step <= 0 || d <= 0 {
 		return t
 	}
+	u := gridUnit(d, step)
+	return now.Add((d + u - 1) / u * u)
+}
+
+// roundEndDown is roundEnd rounding down instead, onto the same grid,
+// but never onto now itself: an end within the first step goes up to it.
+// The low simulation rounds down, so that its starts, the ranges' early
+// ends, are not made later by the grid (the high one rounds up).
+func roundEndDown(now, t time.Time, step time.Duration) time.Time {
+	d := t.Sub(now)
+	if step <= 0 || d <= 0 {
+		return t
+	}
+	u := gridUnit(d, step)
+	return now.Add(max(d/u, 1) * u)
+}
+
+// gridUnit is the spacing of roundEnd's grid Δ after now.
+func gridUnit(d, step time.Duration) time.Duration {
 	u := step
 	for i := 0; ; i++ {
 		next := 2 * u
@@ -86,11 +106,10 @@ func roundEnd(now, t time.Time, step time.Duration) time.Time {
 			next = niceSteps[i] * step
 		}
 		if next > d/relResolution {
-			break
+			return u
 		}
 		u = next
 	}
-	return now.Add((d + u - 1) / u * u)
 }
 
 // niceSteps are the multiples of the step that roundEnd uses before
@@ -351,16 +370,18 @@ type simRecord struct {
 
 // endRule is when an estimate simulation ends an admitted workload: its
 // requested Duration times its factor (its own from opts.Workloads, else
-// its queue's), rounded as roundEnd does from the estimate's Now.
+// its queue's), rounded as roundEnd does from the estimate's Now (as
+// roundEndDown in the low simulation).
 type endRule struct {
 	now    time.Time
 	step   time.Duration
+	up     bool               // the high simulation: ends rounded up
 	factor []float64          // per queue
 	own    map[string]float64 // per workload, from opts.Workloads
 }
 
 func (s *Snapshot) endRuleFor(opts EstimateOptions, high bool) endRule {
-	r := endRule{now: s.now, step: step(opts), factor: make([]float64, len(s.ix.queues))}
+	r := endRule{now: s.now, step: step(opts), up: high, factor: make([]float64, len(s.ix.queues))}
 	for q, qi := range s.ix.queues {
 		f, ok := opts.Factors[qi.name]
 		if !ok {
@@ -396,7 +417,11 @@ func (r *endRule) end(c *Snapshot, slot int32) (time.Time, bool) {
 	if x.w.Duration <= 0 || d > float64(100*365*24*time.Hour) {
 		return time.Time{}, false
 	}
-	return roundEnd(r.now, x.w.Admission.At.Add(time.Duration(d)), r.step), true
+	t := x.w.Admission.At.Add(time.Duration(d))
+	if !r.up {
+		return roundEndDown(r.now, t, r.step), true
+	}
+	return roundEnd(r.now, t, r.step), true
 }
 
 // simulate runs one estimate simulation on a clone of s and returns each

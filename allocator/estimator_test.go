@@ -177,6 +177,62 @@ func TestRoundEnd(t *testing.T) {
 	}
 }
 
+// TestRoundEndDown: the low simulation's grid is roundEnd's, rounded
+// down: never late, within a grid unit, never at Now.
+func TestRoundEndDown(t *testing.T) {
+	now := t0
+	for _, tc := range []struct {
+		in, want, step time.Duration
+	}{
+		{-time.Hour, -time.Hour, time.Minute},
+		{0, 0, time.Minute},
+		{time.Second, time.Minute, time.Minute}, // within the first step: up to it
+		{31*time.Minute + time.Second, 31 * time.Minute, time.Minute},
+		{65 * time.Minute, 64 * time.Minute, time.Minute}, // u = 2m
+		{3*time.Hour + 34*time.Minute, 210 * time.Minute, time.Minute},
+		{800 * time.Second, 795 * time.Second, time.Second}, // u = 15s
+		{7 * time.Second, 7 * time.Second, 0},
+		{7 * time.Second, 5 * time.Second, 5 * time.Second},
+	} {
+		got := roundEndDown(now, now.Add(tc.in), tc.step).Sub(now)
+		if got != tc.want {
+			t.Errorf("roundEndDown(+%v, step %v) = +%v; want +%v", tc.in, tc.step, got, tc.want)
+		}
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	for range 10000 {
+		d := time.Minute + time.Duration(r.Int64N(int64(400*time.Hour)))
+		down := roundEndDown(now, now.Add(d), time.Minute).Sub(now)
+		up := roundEnd(now, now.Add(d), time.Minute).Sub(now)
+		if down > d || d-down >= max(time.Minute, d/relResolution) || down <= 0 {
+			t.Fatalf("roundEndDown(+%v) = +%v", d, down)
+		}
+		if up != down && up-down != gridUnit(d, time.Minute) {
+			t.Fatalf("+%v: down +%v and up +%v are not neighbours on one grid", d, down, up)
+		}
+	}
+}
+
+// TestEstimateRangeHoldsTheEnd: a workload waiting on one end at a time
+// off the grid gets a range that holds it (the low simulation rounds
+// that end down, the high one up), a grid unit either side at most.
+func TestEstimateRangeHoldsTheEnd(t *testing.T) {
+	c := MakeCluster().Flavor("h100", 8).Node("n1", "h100", 8, "", "").
+		Queue(MakeQueue("a").Quota("h100", 8)).Obj()
+	ws := []Workload{
+		MakeWorkload("run").Queue("a").GPUs(8).Duration(800*time.Second).Admitted("h100", 0, "n1").Obj(),
+		MakeWorkload("p").Queue("a").GPUs(8).Duration(time.Hour).Obj(),
+	}
+	s := newSnapshot(t, c, ws...)
+	opts := EstimateOptions{Factors: map[string]Range{"a": {Low: 1, High: 1}}}
+	end := t0.Add(800 * time.Second)
+	for name, e := range map[string]Estimate{"EstimateFor": EstimateFor(s, "p", opts), "Estimates": Estimates(s, opts)["p"]} {
+		if e.Earliest.After(end) || e.Latest.Before(end) || end.Sub(e.Earliest) >= 15*time.Second || e.Latest.Sub(end) >= 15*time.Second {
+			t.Errorf("%s: %v … %v; want a range holding the end at +800s", name, e.Earliest.Sub(t0), e.Latest.Sub(t0))
+		}
+	}
+}
+
 // TestArrivalsStretchLatest: higher-priority work arriving at half the
 // flavor's GPUs doubles the latest wait; lower or equal priorities, and
 // first-come-first-served, change nothing.

@@ -29,21 +29,21 @@ func TestCapacitySentence(t *testing.T) {
 		// r1 ends 1h15m to 3h from now: a quarter of its 4h has run, and
 		// the one finished request (r9) ran all its time, which moves the
 		// learned runtimes from half-to-all up a little; the estimate is
-		// the middle, 2h12m.
+		// the middle, 2h11m.
 		//
 		// nlp may not borrow: its own quota binds. More GPUs do nothing;
 		// a higher borrowing limit starts it at once from the 16 GPUs
 		// vision does not use.
 		"quota-bound": {
 			cluster: cluster(4, map[string][2]int{"nlp": {16, 0}, "vision": {16, 16}}),
-			want: "For the 1 high-priority request waiting, its estimated wait now is 2h12m; more GPUs would not shorten it " +
+			want: "For the 1 high-priority request waiting, its estimated wait now is 2h11m; more GPUs would not shorten it " +
 				"(they wait for quota or their turn, not hardware); raising nlp's h100 borrowing limit by 16 would take it to 0m.",
 		},
 		// Quota is promised beyond the hardware: one more node starts it.
 		"capacity-bound": {
 			cluster: cluster(2, map[string][2]int{"nlp": {32, 0}, "vision": {0, 0}}),
 			team:    "nlp",
-			want:    "For the 1 high-priority request waiting, its estimated wait now is 2h12m; +8 h100 would take it to 0m.",
+			want:    "For the 1 high-priority request waiting, its estimated wait now is 2h11m; +8 h100 would take it to 0m.",
 		},
 		"nothing of the team waits": {
 			cluster: cluster(4, map[string][2]int{"nlp": {16, 0}, "vision": {16, 16}}),

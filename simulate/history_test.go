@@ -17,10 +17,10 @@ import (
 //   - a history of 20 runs of team a asking for 1h that ran 12m (0.2 of
 //     it): the cell's 10th and 90th percentiles are both 0.2 (its prior,
 //     the team's and the template's, is 0.2 up to its 97th percentile),
-//     so j1 ends at 12m: 12m15s, as the quantile (found by bisection,
-//     to 1e-6) is a hair above 0.2 and an end 11m after now is rounded
-//     up onto a grid of 15s (allocator.EstimateOptions.Step). j2's start
-//     at 12m is inside, give or take the minute.
+//     so j1 ends at 12m–12m15s: the quantile (found by bisection, to
+//     1e-6) is a hair above 0.2, and an end 11m after now is rounded onto
+//     a grid of 15s (allocator.EstimateOptions.Step), down in the low
+//     simulation and up in the high one. j2's start at 12m is inside.
 //   - the same runs on flavor h100, which the cluster lacks: the replay
 //     would not run them, and they are no history (as cold).
 //
@@ -43,7 +43,7 @@ func TestReplayHistoryByHand(t *testing.T) {
 		want    est
 	}{
 		"cold":           {"", est{1800, 3600}},
-		"warm":           {hist("x"), est{735, 735}},
+		"warm":           {hist("x"), est{720, 735}},
 		"other hardware": {hist("h100"), est{1800, 3600}},
 	} {
 		t.Run(name, func(t *testing.T) {
