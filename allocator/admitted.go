@@ -20,6 +20,29 @@ type admList struct {
 	// (priority, Created), so that a search reads no workload slots but
 	// on ties.
 	vkeys, ckeys []admKey
+	// The windows that slots, vkeys and byCreated, ckeys are the views
+	// of; only insertAdmitted and removeAdmitted change them.
+	vwin, cwin window
+}
+
+// clone is a deep copy of l.
+func (l *admList) clone() admList {
+	out := admList{prio: slices.Clone(l.prio), vwin: l.vwin.clone(), cwin: l.cwin.clone()}
+	out.setViews()
+	return out
+}
+
+func (l *admList) setViews() {
+	if l.vwin.n == 0 {
+		l.slots, l.vkeys = nil, nil
+	} else {
+		l.slots, l.vkeys = l.vwin.views()
+	}
+	if l.cwin.n == 0 {
+		l.byCreated, l.ckeys = nil, nil
+	} else {
+		l.byCreated, l.ckeys = l.cwin.views()
+	}
 }
 
 type admKey struct {
@@ -156,12 +179,11 @@ func (s *Snapshot) insertAdmitted(slot int32) {
 	l := &s.adm[x.q][x.fl]
 	vk := admKey{prio: x.w.Priority, ns: x.atNs, sec: x.atSec}
 	i, _ := s.searchAdm(l.slots, l.vkeys, vk, slot, victimKeyCmp)
-	l.slots = slices.Insert(l.slots, i, slot)
-	l.vkeys = slices.Insert(l.vkeys, i, vk)
+	l.vwin.insert(i, slot, vk)
 	ck := admKey{prio: x.w.Priority, ns: x.crNs, sec: x.crSec}
 	i, _ = s.searchAdm(l.byCreated, l.ckeys, ck, slot, createdKeyCmp)
-	l.byCreated = slices.Insert(l.byCreated, i, slot)
-	l.ckeys = slices.Insert(l.ckeys, i, ck)
+	l.cwin.insert(i, slot, ck)
+	l.setViews()
 	j, ok := slices.BinarySearchFunc(l.prio, x.w.Priority, func(p prioSum, t int32) int { return cmp.Compare(p.prio, t) })
 	if !ok {
 		l.prio = slices.Insert(l.prio, j, prioSum{prio: x.w.Priority})
@@ -176,15 +198,14 @@ func (s *Snapshot) removeAdmitted(slot int32) {
 	vk := admKey{prio: x.w.Priority, ns: x.atNs, sec: x.atSec}
 	i, ok := s.searchAdm(l.slots, l.vkeys, vk, slot, victimKeyCmp)
 	if ok {
-		l.slots = slices.Delete(l.slots, i, i+1)
-		l.vkeys = slices.Delete(l.vkeys, i, i+1)
+		l.vwin.remove(i)
 	}
 	ck := admKey{prio: x.w.Priority, ns: x.crNs, sec: x.crSec}
 	i, ok = s.searchAdm(l.byCreated, l.ckeys, ck, slot, createdKeyCmp)
 	if ok {
-		l.byCreated = slices.Delete(l.byCreated, i, i+1)
-		l.ckeys = slices.Delete(l.ckeys, i, i+1)
+		l.cwin.remove(i)
 	}
+	l.setViews()
 	j, ok := slices.BinarySearchFunc(l.prio, x.w.Priority, func(p prioSum, t int32) int { return cmp.Compare(p.prio, t) })
 	if ok {
 		l.prio[j].gpus -= x.w.GPUs

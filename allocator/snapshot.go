@@ -349,8 +349,7 @@ func (s *Snapshot) cloneState(byID map[string]int32) *Snapshot {
 	for q, lists := range s.adm {
 		out.adm[q] = make([]admList, len(lists))
 		for f, l := range lists {
-			out.adm[q][f] = admList{slots: slices.Clone(l.slots), byCreated: slices.Clone(l.byCreated), prio: slices.Clone(l.prio),
-				vkeys: slices.Clone(l.vkeys), ckeys: slices.Clone(l.ckeys)}
+			out.adm[q][f] = l.clone()
 		}
 	}
 	for i := range out.classes {
