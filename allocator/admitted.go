@@ -45,24 +45,21 @@ func (l *admList) setViews() {
 	}
 }
 
+// admKey is a sort key of the admitted lists: a priority and a time,
+// ascending. For the victim order (most recently admitted first) the
+// time is the admission time negated (victimKey), so that both lists
+// compare their keys the same way, inline in searchAdm.
 type admKey struct {
 	prio int32
 	ns   int32
 	sec  int64
 }
 
-// victimKeyCmp is victimCmp on keys, without the ID.
-func victimKeyCmp(a, b admKey) int {
-	if a.prio != b.prio {
-		return cmp.Compare(a.prio, b.prio)
-	}
-	if a.sec != b.sec {
-		return cmp.Compare(b.sec, a.sec)
-	}
-	return cmp.Compare(b.ns, a.ns)
-}
+// victimKey is x's key in the victim order.
+func victimKey(x *wl) admKey { return admKey{prio: x.w.Priority, ns: -x.atNs, sec: -x.atSec} }
 
-// createdKeyCmp is createdCmp on keys, without the ID.
+// createdKeyCmp is createdCmp on keys, without the ID, and victimCmp on
+// victim keys.
 func createdKeyCmp(a, b admKey) int {
 	if a.prio != b.prio {
 		return cmp.Compare(a.prio, b.prio)
@@ -74,22 +71,30 @@ func createdKeyCmp(a, b admKey) int {
 }
 
 // searchAdm is where slot x, of key k, goes in (or is in) slots, ordered
-// by kc on keys and then by ID.
-func (s *Snapshot) searchAdm(slots []int32, keys []admKey, k admKey, x int32, kc func(a, b admKey) int) (int, bool) {
+// by keys and then by ID.
+func (s *Snapshot) searchAdm(slots []int32, keys []admKey, k admKey, x int32) (int, bool) {
 	lo, hi := 0, len(keys)
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
-		c := kc(keys[m], k)
-		if c == 0 {
-			c = s.idCmp(slots[m], x)
+		km := &keys[m]
+		var less bool
+		switch {
+		case km.prio != k.prio:
+			less = km.prio < k.prio
+		case km.sec != k.sec:
+			less = km.sec < k.sec
+		case km.ns != k.ns:
+			less = km.ns < k.ns
+		default:
+			less = s.idCmp(slots[m], x) < 0
 		}
-		if c < 0 {
+		if less {
 			lo = m + 1
 		} else {
 			hi = m
 		}
 	}
-	return lo, lo < len(keys) && kc(keys[lo], k) == 0 && slots[lo] == x
+	return lo, lo < len(keys) && keys[lo] == k && slots[lo] == x
 }
 
 // idCmp compares the IDs of live slots a and b (the sign of the result):
@@ -177,11 +182,11 @@ func (s *Snapshot) removeMember(c int32, slot int32) {
 func (s *Snapshot) insertAdmitted(slot int32) {
 	x := &s.ws[slot]
 	l := &s.adm[x.q][x.fl]
-	vk := admKey{prio: x.w.Priority, ns: x.atNs, sec: x.atSec}
-	i, _ := s.searchAdm(l.slots, l.vkeys, vk, slot, victimKeyCmp)
+	vk := victimKey(x)
+	i, _ := s.searchAdm(l.slots, l.vkeys, vk, slot)
 	l.vwin.insert(i, slot, vk)
 	ck := admKey{prio: x.w.Priority, ns: x.crNs, sec: x.crSec}
-	i, _ = s.searchAdm(l.byCreated, l.ckeys, ck, slot, createdKeyCmp)
+	i, _ = s.searchAdm(l.byCreated, l.ckeys, ck, slot)
 	l.cwin.insert(i, slot, ck)
 	l.setViews()
 	j, ok := slices.BinarySearchFunc(l.prio, x.w.Priority, func(p prioSum, t int32) int { return cmp.Compare(p.prio, t) })
@@ -195,13 +200,13 @@ func (s *Snapshot) insertAdmitted(slot int32) {
 func (s *Snapshot) removeAdmitted(slot int32) {
 	x := &s.ws[slot]
 	l := &s.adm[x.q][x.fl]
-	vk := admKey{prio: x.w.Priority, ns: x.atNs, sec: x.atSec}
-	i, ok := s.searchAdm(l.slots, l.vkeys, vk, slot, victimKeyCmp)
+	vk := victimKey(x)
+	i, ok := s.searchAdm(l.slots, l.vkeys, vk, slot)
 	if ok {
 		l.vwin.remove(i)
 	}
 	ck := admKey{prio: x.w.Priority, ns: x.crNs, sec: x.crSec}
-	i, ok = s.searchAdm(l.byCreated, l.ckeys, ck, slot, createdKeyCmp)
+	i, ok = s.searchAdm(l.byCreated, l.ckeys, ck, slot)
 	if ok {
 		l.cwin.remove(i)
 	}

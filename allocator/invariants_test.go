@@ -184,7 +184,7 @@ func checkInvariants(t testing.TB, s *Snapshot) {
 			} else {
 				for i, v := range l.slots {
 					x := &s.ws[v]
-					if k := (admKey{prio: x.w.Priority, ns: x.atNs, sec: x.atSec}); l.vkeys[i] != k {
+					if k := victimKey(x); l.vkeys[i] != k {
 						t.Errorf("admitted list %d/%d: key %d is %v, not %v", q, f, i, l.vkeys[i], k)
 					}
 				}
