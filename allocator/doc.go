@@ -369,7 +369,9 @@
 // compared by the keys their heaps record, and a resumed class's next
 // head is searched from its cursor up. The admission order, the
 // admitted lists and the end heap compare Created and admission times as
-// wall-clock integers kept beside the slots. Tests hold the cycle to its plain
+// wall-clock integers kept beside the slots (the victim order's negated,
+// so both lists compare alike), and the admitted lists sit in two-sided
+// windows (window.go): a change moves the shorter side. Tests hold the cycle to its plain
 // definition (reference_test.go). An estimate simulation costs its
 // Schedule calls (a few hundred on the grid; under Admission Fair
 // Sharing about 100 000 one-head cycles in all) plus its admissions and
