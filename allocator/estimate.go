@@ -461,8 +461,9 @@ func (s *Snapshot) simulate(opts EstimateOptions, high bool, targets []int32, re
 		if k != EventAdmitted {
 			return
 		}
-		if i := idx[slot]; i >= 0 && !starts[i].ok {
+		if i := idx[slot]; i >= 0 {
 			starts[i] = simStart{at: c.now, ok: true}
+			idx[slot] = -1 // started: later admissions are not firsts
 			remaining--
 		}
 	}
